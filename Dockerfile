@@ -1,0 +1,16 @@
+# One image for web (daphne), worker, beat and flower.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=researchsite.settings
+WORKDIR /app
+
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+
+COPY . .
+RUN SECRET_KEY=build-only DEBUG=false python manage.py collectstatic --noinput
+
+RUN useradd --create-home --uid 1000 app
+USER app
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "researchsite.asgi:application"]

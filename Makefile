@@ -1,0 +1,63 @@
+# Everyday commands. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements.stamp
+
+.PHONY: demo test lint format venv services browser migrate run worker beat flower bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when requirements.txt changed since the last install.
+$(STAMP): requirements.txt | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	cp requirements.txt $(STAMP)
+
+venv: $(STAMP)
+
+services: venv
+	PY=$(PY) bash scripts/ensure-services.sh
+
+# Debian's Chromium for the browser tests (tests/browser/); fails loudly when it cannot be installed.
+browser:
+	bash scripts/ensure-browser.sh
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+# The first command: a complete research, offline, on PostgreSQL + Redis if they answer, else embedded.
+demo: venv
+	DEMO_EXIT=$(DEMO_EXIT) $(PY) scripts/demo.py
+
+test: venv services browser lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+migrate: venv services
+	$(PY) manage.py migrate
+
+run: migrate
+	$(VENV)/bin/daphne -b 127.0.0.1 -p 8000 researchsite.asgi:application
+
+worker: venv
+	$(VENV)/bin/celery -A researchsite worker -P threads -c 16 -l INFO
+
+beat: venv
+	mkdir -p var && $(VENV)/bin/celery -A researchsite beat -l INFO -s var/celerybeat-schedule
+
+flower: venv
+	$(VENV)/bin/celery -A researchsite flower --address=127.0.0.1 --port=5555 --basic-auth=$${FLOWER_BASIC_AUTH:?set FLOWER_BASIC_AUTH=user:password}
+
+# Benchmarks on the real stack (about 20 minutes; not part of `make test`): docs/performance.md.
+# Options through BENCH_ARGS, e.g. make bench BENCH_ARGS="--parts critical --reps 5".
+bench: venv services
+	$(PY) -m bench.run $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,192 @@
+"""Runs of the real engine: start a research the way the API does, wait for it, and read its tree back.
+
+The wall time runs from the moment `start_research_task` is queued to the research's `finished_at`, both read
+from this machine's clock (the workers stamp rows with `timezone.now()`), so polling adds nothing to it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bench.latency import Latencies
+
+
+@dataclass
+class EngineRun:
+    """One research, measured."""
+
+    breadth: int
+    depth: int
+    research_id: str
+    status: str
+    wall: float  # seconds, queued → report stored
+    ideal: float  # seconds, the critical path of the tree actually built, at the configured latencies
+    queries: int
+    websites: int
+    analysed: int
+    events: int
+    tasks: int
+    breakdown: dict[str, float]  # seconds of the measured critical chain, by step (see critical_chain)
+
+    @property
+    def ratio(self) -> float:
+        return self.wall / self.ideal if self.ideal else float("nan")
+
+
+def create_user() -> Any:
+    from django.contrib.auth import get_user_model
+
+    user_model = get_user_model()
+    user, _ = user_model.objects.get_or_create(username="bench", defaults={"email": "bench@example.com"})
+    return user
+
+
+def queue_research(owner: Any, breadth: int, depth: int) -> str:
+    """A research as the API leaves it (queued, one answered follow-up question); returns its id, not yet started."""
+    from research.models import FollowUpQuestion, Research, ResearchStatus
+
+    research = Research.objects.create(
+        owner=owner,
+        prompt="How do heat pumps perform in cold climates?",
+        title="Heat pumps in cold climates",
+        status=ResearchStatus.QUEUED,
+        num_questions=1,
+        breadth=breadth,
+        depth=depth,
+    )
+    FollowUpQuestion.objects.create(research=research, position=0, question="Which climates?", answer="Nordic")
+    return str(research.pk)
+
+
+def start(research_id: str) -> datetime:
+    """Queue the research's start (the production entry point after the API); returns when it was queued."""
+    from django.utils import timezone
+
+    from workers.tasks import start_research_task
+
+    queued_at = timezone.now()
+    start_research_task.delay(research_id)
+    return queued_at
+
+
+def wait(research_id: str, timeout: float) -> None:
+    from research.models import FINISHED_STATUSES, Research
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = Research.objects.filter(pk=research_id).values_list("status", flat=True).first()
+        if status in FINISHED_STATUSES:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"research {research_id} did not finish in {timeout:.0f} s")
+
+
+def run_research(owner: Any, breadth: int, depth: int, latencies: Latencies, timeout: float = 900) -> EngineRun:
+    research_id = queue_research(owner, breadth, depth)
+    return measure(research_id, start(research_id), breadth, depth, latencies, timeout)
+
+
+def measure(
+    research_id: str, queued_at: datetime, breadth: int, depth: int, latencies: Latencies, timeout: float
+) -> EngineRun:
+    """Wait for the research, then read its tree back and compare the wall time with its critical path."""
+    from research.models import Event, Research, SerpQuery, Website, WebsiteStatus
+
+    wait(research_id, timeout)
+    research = Research.objects.get(pk=research_id)
+    queries = list(SerpQuery.objects.filter(research_id=research_id).values("id", "parent_id", "finished_at"))
+    websites = list(Website.objects.filter(research_id=research_id).values("query_id", "status"))
+    analysed = sum(1 for w in websites if w["status"] == WebsiteStatus.ANALYZED)
+    end = research.finished_at or research.updated_at
+    return EngineRun(
+        breadth=breadth,
+        depth=depth,
+        research_id=research_id,
+        status=research.status,
+        wall=(end - queued_at).total_seconds(),
+        ideal=ideal_time(queries, websites, latencies),
+        queries=len(queries),
+        websites=len(websites),
+        analysed=analysed,
+        events=Event.objects.filter(research_id=research_id).count(),
+        tasks=task_count(queries, len(websites)),
+        breakdown=critical_chain(research_id, queued_at),
+    )
+
+
+def ideal_time(queries: list[dict[str, Any]], websites: list[dict[str, Any]], latencies: Latencies) -> float:
+    """The longest root-to-report path of latencies through the tree actually built.
+
+    A query costs its planning (the call that wrote it), its search, and its slowest website: page fetch plus
+    analysis when analysed, the fetch alone when it failed. Its children's planning starts when it is done; the
+    report starts when every query is done. Nothing else is needed for the answer, so no scheduler can beat it.
+    """
+    slowest: dict[int, float] = {}
+    for website in websites:
+        cost = latencies.page + (latencies.analysis if website["status"] == "analyzed" else 0.0)
+        slowest[website["query_id"]] = max(slowest.get(website["query_id"], 0.0), cost)
+    parents = {q["id"]: q["parent_id"] for q in queries}
+    done_at: dict[int, float] = {}
+
+    def finish(query_id: int) -> float:
+        if query_id not in done_at:
+            parent = parents[query_id]
+            begin = finish(parent) if parent is not None else 0.0
+            done_at[query_id] = begin + latencies.plan + latencies.search + slowest.get(query_id, 0.0)
+        return done_at[query_id]
+
+    return max((finish(q) for q in parents), default=0.0) + latencies.report
+
+
+def task_count(queries: list[dict[str, Any]], websites: int) -> int:
+    """Celery tasks one research runs: start, top-level planning, one planning per inner query, one search per
+    query, one scrape and one analysis per website, the report."""
+    inner = len({row["parent_id"] for row in queries if row["parent_id"] is not None})
+    return 1 + 1 + inner + len(queries) + 2 * websites + 1
+
+
+def critical_chain(research_id: str, queued_at: datetime) -> dict[str, float]:
+    """Where the measured time went, along the chain of queries that finished last (root → last leaf).
+
+    Steps: `start` (queued → research running), per level `plan` (parent done, or start, → query stored),
+    `queue` (stored → its search task began), `search` (→ websites stored), `pages` (→ last website done, the
+    query's end), then `report` (last query done → report stored). Ideal values: plan, search, page + analysis,
+    report latencies, and 0 for start and queue.
+    """
+    from django.db.models import Min
+
+    from research.models import Research, SerpQuery, Website
+
+    research = Research.objects.get(pk=research_id)
+    rows = {q["id"]: q for q in SerpQuery.objects.filter(research_id=research_id).values()}
+    if not rows or research.started_at is None:
+        return {}
+    last = max(rows.values(), key=lambda q: q["finished_at"] or q["created_at"])
+    chain = []
+    node: dict[str, Any] | None = last
+    while node is not None:
+        chain.append(node)
+        node = rows.get(node["parent_id"]) if node["parent_id"] else None
+    chain.reverse()
+    found = {
+        w["query_id"]: w["created"]
+        for w in Website.objects.filter(query_id__in=[q["id"] for q in chain])
+        .values("query_id")
+        .annotate(created=Min("created_at"))
+    }
+    out = {"start": (research.started_at - queued_at).total_seconds()}
+    previous_end = research.started_at
+    for level, query in enumerate(chain, start=1):
+        began = query["started_at"] or query["created_at"]
+        stored = found.get(query["id"], query["finished_at"])
+        out[f"plan{level}"] = (query["created_at"] - previous_end).total_seconds()
+        out[f"queue{level}"] = (began - query["created_at"]).total_seconds()
+        out[f"search{level}"] = (stored - began).total_seconds()
+        out[f"pages{level}"] = (query["finished_at"] - stored).total_seconds()
+        previous_end = query["finished_at"]
+    if research.finished_at:
+        out["report"] = (research.finished_at - previous_end).total_seconds()
+    return out

@@ -1,0 +1,249 @@
+"""The real stack for a benchmark run: its own PostgreSQL database and Redis db, the fakes, worker processes.
+
+Everything started here is stopped and removed again on exit (database dropped, Redis db flushed, worker
+processes terminated), also when the run is interrupted.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import redis
+
+from bench.latency import DelayedWeb, Latencies, apply
+from tests.fakes import FakeLLM, FakeSearx
+from tests.fakes.behaviours import ResearchModel
+
+log = logging.getLogger("bench")
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/deepresearch"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# The key test runs claim a Redis db with (tests/settings.py): using the same key keeps benches and tests apart.
+CLAIM_KEY = "deepresearch:test-run"
+
+WORKER_ENV = {
+    "LOG_LEVEL": "WARNING",
+    "LLM_TIMEOUT": "30",
+    "SCRAPE_DEADLINE": "10",
+    "TASK_MAX_RETRIES": "1",
+    # The shared limiters stay in the path (their Redis calls are part of the cost) but do not throttle: the
+    # fake web is one host standing in for hundreds, and the fakes are not a provider to protect. The
+    # production defaults (20 model calls/s, 5 searches/s, 4 fetches per host) would bound the figures instead
+    # of the scheduler; docs/performance.md says by how much.
+    "LLM_RATE_LIMIT": "100000",
+    "SEARCH_RATE_LIMIT": "100000",
+    "SCRAPE_PER_HOST_CONCURRENCY": "100000",
+}
+
+
+@dataclass
+class Fakes:
+    """The loopback LLM, SearxNG and web, with the plausible research model installed."""
+
+    web: DelayedWeb = field(default_factory=DelayedWeb)
+    llm: FakeLLM = field(default_factory=FakeLLM)
+    searx: FakeSearx | None = None
+
+    def start(self) -> Fakes:
+        self.web.start()
+        self.llm.start()
+        self.searx = FakeSearx(web=self.web).start()
+        return self
+
+    def prepare(self, latencies: Latencies) -> None:
+        """Fresh request logs (they grow with every call), the research model, and the given latencies."""
+        assert self.searx is not None
+        for fake in (self.web, self.llm, self.searx):
+            fake.reset()
+        ResearchModel(self.llm).install()
+        apply(latencies, self.llm, self.searx, self.web)
+
+    def stop(self) -> None:
+        for fake in (self.searx, self.llm, self.web):
+            if fake is not None:
+                fake.stop()
+
+    def env(self) -> dict[str, str]:
+        assert self.searx is not None
+        return {
+            "OPENAI_BASE_URL": self.llm.url + "/v1",
+            "OPENAI_API_KEY": "sk-bench-never-a-real-key",
+            "SEARXNG_URL": self.searx.url,
+            "SCRAPE_ALLOWED_PRIVATE_HOSTS": self.web.host_port,
+        }
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+def claim_redis_db(base_url: str, run_id: str) -> str:
+    """A free Redis db number (1-15), claimed with SET NX exactly as test runs claim theirs."""
+    base = base_url.rsplit("/", 1)[0]
+    for db in range(1, 16):
+        candidate = f"{base}/{db}"
+        conn = redis.Redis.from_url(candidate)
+        if conn.set(CLAIM_KEY, f"bench-{run_id}", nx=True, ex=3 * 3600):
+            conn.flushdb()
+            conn.set(CLAIM_KEY, f"bench-{run_id}", ex=3 * 3600)
+            return candidate
+    raise RuntimeError("no free Redis db (1-15) for the benchmark")
+
+
+class Stack:
+    """Database, Redis db and fakes for one benchmark run; `with Stack() as stack:` sets Django up on them."""
+
+    def __init__(self) -> None:
+        self.run_id = uuid.uuid4().hex[:10]
+        self.base_database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
+        self.database_name = f"bench_deepresearch_{self.run_id}"
+        self.database_url = _with_database(self.base_database_url, self.database_name)
+        self.redis_url = ""
+        self.fakes = Fakes()
+        self._pools: list[Any] = []
+        self._database_created = False
+        self._closed = False
+
+    # --- lifecycle ---
+
+    def __enter__(self) -> Stack:
+        atexit.register(self.close)
+        # SIGTERM (e.g. from `timeout` or CI) must still run the clean-up: turn it into SystemExit.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> None:
+        self.redis_url = claim_redis_db(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL), self.run_id)
+        with psycopg.connect(_with_database(self.base_database_url, "postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.database_name}"')
+        self._database_created = True
+        self.fakes.start()
+        os.environ.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "researchsite.settings",
+                "DATABASE_URL": self.database_url,
+                "REDIS_URL": self.redis_url,
+                "SECRET_KEY": "bench-secret-key-" + "b" * 40,
+                "SECURE_SSL_REDIRECT": "false",
+                "SESSION_COOKIE_SECURE": "false",
+                "CSRF_COOKIE_SECURE": "false",
+                **WORKER_ENV,
+                **self.fakes.env(),
+            }
+        )
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=os.environ, check=True
+        )
+        import django
+
+        django.setup()
+
+    def close(self) -> None:
+        """Stop workers, drop the database, flush the Redis db, stop the fakes; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        for pool in self._pools:
+            pool.stop()
+        self._pools = []
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # noqa: BLE001 - Django may not be set up yet; the drop below forces the rest
+            pass
+        if self._database_created:
+            with psycopg.connect(_with_database(self.base_database_url, "postgres"), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{self.database_name}" WITH (FORCE)')
+        if self.redis_url:
+            redis.Redis.from_url(self.redis_url).flushdb()
+        self.fakes.stop()
+
+    # --- workers ---
+
+    @contextmanager
+    def workers(
+        self, count: int, concurrency: int, name: str, module: str = "celery", env: dict[str, str] | None = None
+    ) -> Iterator[Any]:
+        """`count` Celery worker processes with `-P threads -c concurrency`, stopped on exit; `module` is what
+        `python -m` runs (`bench.whatif` for the patched engine), `env` is added to their environment."""
+        from tests.processes import process_env
+
+        pool = _pool_class()(process_env(env or {}), count=count, concurrency=concurrency, name=name)
+        pool.module = module
+        self._pools.append(pool)
+        try:
+            pool.start()
+            yield pool
+        finally:
+            pool.stop()
+            self._pools.remove(pool)
+
+    def redis(self) -> redis.Redis:
+        return redis.Redis.from_url(self.redis_url)
+
+
+def _pool_class() -> type:
+    """tests.processes.WorkerPool, started with `python -m <module>` instead of always `-m celery`."""
+    from tests.processes import ARTIFACTS, WorkerPool
+
+    class BenchWorkerPool(WorkerPool):
+        module = "celery"
+
+        def start(self, ping: bool = True) -> BenchWorkerPool:
+            ARTIFACTS.mkdir(exist_ok=True)
+            for index in range(self.count):
+                log = open(ARTIFACTS / f"worker-{self.name}{index}.log", "ab")  # noqa: SIM115 - closed with the process
+                command = [
+                    sys.executable,
+                    "-m",
+                    self.module,
+                    "-A",
+                    "researchsite",
+                    "worker",
+                    "-P",
+                    "threads",
+                    "-c",
+                    str(self.concurrency),
+                    "-n",
+                    f"{self.name}{index}-{os.getpid()}@%h",
+                    "-l",
+                    "WARNING",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ]
+                self.processes.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log))
+            if ping:
+                self.wait_ready()
+            return self
+
+    return BenchWorkerPool
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)

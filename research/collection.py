@@ -1,0 +1,264 @@
+"""The local document collection: indexing files, ranking them for a query, and the signed links workers fetch.
+
+Files are read once by `manage.py index_documents` into CollectionDocument rows (the text, and the markup of HTML
+files). Search ranks them with PostgreSQL full-text search, or, on SQLite (embedded mode), with BM25 in Python
+over term counts stored at indexing time. A document is reachable only through a link signed with SECRET_KEY, so
+the unauthenticated view that serves it to workers gives out exactly the documents the search provider named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+from django.core import signing
+from django.db import connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Substr
+from django.utils import timezone
+
+from research.models import CollectionDocument
+from workers.agents.lexical import BM25, counts, is_content_word, terms, words
+from workers.clients.page_text import decode_body, extract_text
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPES = {
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".xhtml": "text/html",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+    ".text": "text/plain",
+    ".rst": "text/plain",
+    ".pdf": "application/pdf",
+}
+# Only the start of a very long document is indexed for search (PostgreSQL caps a tsvector at 1 MB); workers
+# still fetch and read the whole document.
+INDEXED_CHARS = 300_000
+# Title words count this many times more than body words in the SQLite ranking (PostgreSQL: weight A vs B).
+TITLE_WEIGHT = 5
+SEARCH_CONFIG = "english"
+_SALT = "research.collection.document"
+
+
+class DocumentError(Exception):
+    """A file that cannot be read as a document (corrupt PDF, no text)."""
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    title: str
+    text: str
+    content_type: str
+    source: str = ""
+
+
+@dataclass
+class IndexSummary:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    unsupported: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        total = CollectionDocument.objects.count()
+        return (
+            f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, {self.removed} removed, "
+            f"{len(self.unsupported)} skipped (unsupported type), {len(self.failed)} failed; "
+            f"the collection has {total} document{'s' if total != 1 else ''}"
+        )
+
+
+# --- Reading files ----------------------------------------------------------------------------------------
+
+
+def parse_document(path: Path, data: bytes) -> ParsedDocument:
+    """Title and text of a file, by its extension: HTML as the scraper extracts it, Markdown and text as they
+    are, PDF through pypdf."""
+    content_type = CONTENT_TYPES.get(path.suffix.lower())
+    if content_type is None:
+        raise DocumentError(f"unsupported file type {path.suffix or '(none)'}")
+    url = path.as_uri()
+    if content_type == "application/pdf":
+        title, text = _pdf_text(data)
+        source = ""
+    else:
+        body = decode_body(data, None, is_html=content_type == "text/html")
+        title, text = extract_text(body, content_type, url)
+        source = body if content_type == "text/html" else ""
+    if not text.strip():
+        raise DocumentError("no text in it")
+    return ParsedDocument(title=(title.strip() or path.stem)[:500], text=text, content_type=content_type, source=source)
+
+
+def _pdf_text(data: bytes) -> tuple[str, str]:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        pages = [page.extract_text() or "" for page in reader.pages]
+        metadata_title = (reader.metadata.title if reader.metadata else None) or ""
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
+        raise DocumentError(f"unreadable PDF: {exc}") from exc
+    # Pages are separate blocks; within a page, extract_text keeps the lines as laid out.
+    first_line, text = extract_text("\n\n".join(p.strip() for p in pages if p.strip()), "text/plain", "")
+    return str(metadata_title).strip() or first_line, text
+
+
+# --- Indexing ---------------------------------------------------------------------------------------------
+
+
+def index_folder(folder: Path, replace: bool = False, report: Callable[[str], None] | None = None) -> IndexSummary:
+    """Index every supported file under `folder` (recursively); unchanged files (same sha256) are left alone.
+
+    Documents of files that vanished from the folder are removed; with `replace`, every document from outside
+    the folder too, so the collection becomes exactly this folder.
+    """
+    folder = folder.resolve()
+    if not folder.is_dir():
+        raise NotADirectoryError(str(folder))
+    summary = IndexSummary()
+    seen: set[str] = set()
+    for path in _files(folder):
+        key = str(path)
+        if path.suffix.lower() not in CONTENT_TYPES:
+            summary.unsupported.append(key)
+            continue
+        seen.add(key)
+        try:
+            outcome = index_file(path)
+        except (DocumentError, OSError) as exc:
+            summary.failed.append((key, str(exc)))
+            if report:
+                report(f"failed: {key}: {exc}")
+            continue
+        setattr(summary, outcome, getattr(summary, outcome) + 1)
+        if report and outcome != "unchanged":
+            report(f"{outcome}: {key}")
+    gone = CollectionDocument.objects.exclude(path__in=seen)
+    if not replace:
+        gone = gone.filter(path__startswith=str(folder) + os.sep)
+    summary.removed, _ = gone.delete()
+    return summary
+
+
+def _files(folder: Path) -> list[Path]:
+    """Every regular file under the folder, in a stable order; hidden files and folders are skipped."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(Path(root) / name for name in sorted(files) if not name.startswith("."))
+    return [path for path in found if path.is_file()]
+
+
+def index_file(path: Path) -> str:
+    """Add or update one file's document; returns "added", "updated" or "unchanged"."""
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    existing = CollectionDocument.objects.filter(path=str(path)).values_list("pk", "sha256").first()
+    if existing and existing[1] == digest:
+        return "unchanged"
+    parsed = parse_document(path, data)
+    fields = {
+        "title": parsed.title,
+        "content_type": parsed.content_type,
+        "text": parsed.text,
+        "source": parsed.source,
+        "sha256": digest,
+        "size": len(data),
+        "terms": document_terms(parsed.title, parsed.text),
+        "indexed_at": timezone.now(),
+    }
+    if len(parsed.source or parsed.text) > settings.SCRAPE_MAX_BYTES:
+        log.warning("%s is larger than SCRAPE_MAX_BYTES: workers will refuse to read it", path)
+    with transaction.atomic():
+        document, created = CollectionDocument.objects.update_or_create(path=str(path), defaults=fields)
+        if connection.vendor == "postgresql":
+            CollectionDocument.objects.filter(pk=document.pk).update(
+                search_vector=SearchVector(Value(parsed.title), weight="A", config=SEARCH_CONFIG)
+                + SearchVector(Substr("text", 1, INDEXED_CHARS), weight="B", config=SEARCH_CONFIG)
+            )
+    return "added" if created else "updated"
+
+
+def document_terms(title: str, text: str) -> dict[str, int]:
+    bag = counts(terms(text[:INDEXED_CHARS]))
+    for term in terms(title):
+        bag[term] = bag.get(term, 0) + TITLE_WEIGHT
+    return bag
+
+
+# --- Search -----------------------------------------------------------------------------------------------
+
+
+def rank_documents(query: str, limit: int) -> list[int]:
+    """Ids of the documents that best match the query, best first."""
+    if connection.vendor == "postgresql":
+        return _rank_postgres(query, limit)
+    return rank_in_python(query, limit)
+
+
+def _rank_postgres(query: str, limit: int) -> list[int]:
+    content = [w.lower() for w in words(query) if is_content_word(w)][:32]
+    if not content:
+        return []
+    # Any of the words (websearch syntax "a or b"): a research query names several aspects, and requiring all of
+    # them would find nothing in a small collection; the rank favours documents that match more of them.
+    search = SearchQuery(" or ".join(content), search_type="websearch", config=SEARCH_CONFIG)
+    ranked = (
+        CollectionDocument.objects.filter(search_vector=search)
+        .annotate(rank=SearchRank(F("search_vector"), search, normalization=Value(1)))
+        .order_by("-rank", "pk")
+        .values_list("pk", flat=True)
+    )
+    return list(ranked[:limit])
+
+
+def rank_in_python(query: str, limit: int) -> list[int]:
+    """BM25 over the stored term counts: the SQLite path, for collections of up to a few thousand documents."""
+    wanted = {term: 1.0 for term in terms(query)}
+    if not wanted:
+        return []
+    rows = list(CollectionDocument.objects.order_by("pk").values_list("pk", "terms"))
+    if not rows:
+        return []
+    ranker = BM25([bag for _, bag in rows])
+    scored = [(score, pk) for (pk, _), score in zip(rows, ranker.scores(wanted), strict=True) if score > 0]
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [pk for _, pk in scored[:limit]]
+
+
+# --- Signed links -----------------------------------------------------------------------------------------
+
+
+def _signer() -> signing.Signer:
+    return signing.Signer(salt=_SALT)
+
+
+def signature(document_id: int) -> str:
+    return _signer().signature(str(document_id))
+
+
+def signature_ok(document_id: int, given: str) -> bool:
+    try:
+        _signer().unsign(f"{document_id}{_signer().sep}{given}")
+    except signing.BadSignature:
+        return False
+    return True
+
+
+def document_url(document_id: int) -> str:
+    """The link workers fetch a document from: APP_BASE_URL/collection/<id>/<signature>/."""
+    return f"{settings.APP_BASE_URL.rstrip('/')}/collection/{document_id}/{signature(document_id)}/"

@@ -1,0 +1,110 @@
+"""Websocket consumers: the sidebar list and the live log of one research.
+
+Ownership is checked before a socket joins any group; a stranger's or an anonymous socket is closed with no
+data (asgi.py refuses foreign origins before that). Channel layers deliver at most once, so a client that sees a
+seq gap sends {"type": "catch_up", "after": <last seq>} and gets the missing events from the database; a client
+that reconnects opens `/ws/research/<id>/?after=<last seq>` and gets only what it missed.
+"""
+
+import json
+import uuid
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from research.events import event_payload, research_group, user_group
+from research.models import Event, Research
+from research.snapshot import build_snapshot, research_summary
+
+HISTORY_LIMIT = 20_000
+MAX_SEQ = 2**31 - 1  # seq is a 32-bit column; larger `after` values mean "nothing newer"
+
+
+class SidebarConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.group = user_group(user.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.send_json({"type": "researches", "researches": await self._researches(user.pk)})
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def sidebar_update(self, message: dict[str, Any]) -> None:
+        await self.send_json({"type": "research", "research": message["research"]})
+
+    @database_sync_to_async
+    def _researches(self, user_id: int) -> list[dict[str, Any]]:
+        return [research_summary(r) for r in Research.objects.filter(owner_id=user_id).order_by("-created_at")[:500]]
+
+
+class ResearchConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        research_id = self.scope["url_route"]["kwargs"]["research_id"]
+        if user is None or not user.is_authenticated or not await self._owns(user.pk, research_id):
+            await self.close(code=4404)
+            return
+        self.research_id = research_id
+        self.group = research_group(uuid.UUID(research_id))
+        # Join first, then read: an event committed in between arrives twice (clients drop seqs they have)
+        # rather than not at all.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self._send_history(_after_from_query(self.scope.get("query_string", b"")))
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    @classmethod
+    async def decode_json(cls, text_data: str) -> Any:
+        # A malformed message is ignored rather than allowed to crash the consumer (and drop the socket).
+        try:
+            return json.loads(text_data)
+        except ValueError:
+            return None
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "catch_up":
+            after = content.get("after")
+            if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
+                await self._send_history(after)
+
+    async def _send_history(self, after: int) -> None:
+        after = min(after, MAX_SEQ)
+        try:
+            events, snapshot = await self._history(after)
+        except Research.DoesNotExist:  # deleted while watched
+            await self.close(code=4404)
+            return
+        await self.send_json({"type": "history", "after": after, "events": events, "snapshot": snapshot})
+
+    async def research_update(self, message: dict[str, Any]) -> None:
+        await self.send_json({"type": "update", "events": message["events"], "snapshot": message["snapshot"]})
+
+    @database_sync_to_async
+    def _owns(self, user_id: int, research_id: str) -> bool:
+        try:
+            pk = uuid.UUID(research_id)
+        except ValueError:
+            return False
+        return Research.objects.filter(pk=pk, owner_id=user_id).exists()
+
+    @database_sync_to_async
+    def _history(self, after: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        events = Event.objects.filter(research_id=self.research_id, seq__gt=after).order_by("seq")[:HISTORY_LIMIT]
+        return [event_payload(e) for e in events], build_snapshot(self.research_id)
+
+
+def _after_from_query(query_string: bytes) -> int:
+    """The `after` of `?after=<seq>` (a reconnecting client's last seq); 0, the whole history, otherwise."""
+    values = parse_qs(query_string.decode("latin-1")).get("after", [])
+    return int(values[-1]) if values and values[-1].isascii() and values[-1].isdigit() else 0

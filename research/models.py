@@ -1,0 +1,326 @@
+"""The research schema: a tree of queries and websites written concurrently by many workers.
+
+Every status is an enum backed by a database check constraint, so a bad write fails loudly instead of leaving a
+row no code knows how to continue. Counters (`Research.pending_queries`, `SerpQuery.pending_websites`) are only
+ever changed with conditional UPDATEs inside the transaction that finishes a node: see docs/schema.md.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.db.models import Q
+
+
+def _status_check(name: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
+    return models.CheckConstraint(condition=Q(status__in=choices.values), name=name)
+
+
+class ResearchStatus(models.TextChoices):
+    DRAFT = "draft"  # created; follow-up questions being generated
+    AWAITING_ANSWERS = "awaiting_answers"
+    QUEUED = "queued"
+    RUNNING = "running"
+    REPORTING = "reporting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_STATUSES = (ResearchStatus.QUEUED, ResearchStatus.RUNNING, ResearchStatus.REPORTING)
+FINISHED_STATUSES = (ResearchStatus.COMPLETED, ResearchStatus.FAILED, ResearchStatus.CANCELLED)
+
+
+class Research(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="researches")
+    prompt = models.TextField()
+    title = models.CharField(max_length=200)
+    status = models.CharField(max_length=20, choices=ResearchStatus.choices, default=ResearchStatus.DRAFT)
+    num_questions = models.PositiveSmallIntegerField(default=0)
+    breadth = models.PositiveSmallIntegerField(null=True, blank=True)
+    depth = models.PositiveSmallIntegerField(null=True, blank=True)
+    engine = models.CharField(max_length=20, default="llm", help_text="llm or extractive")
+    error = models.TextField(blank=True)
+    # Last event sequence number handed out; incremented under the row lock so seqs have no gaps.
+    last_event_seq = models.PositiveIntegerField(default=0)
+    # Queries planned for the whole tree (SPEC formula) that have not finished yet; 0 queues the report.
+    pending_queries = models.IntegerField(default=0)
+    # Quotes the website analyzer gave that were not in the page text, so were not stored.
+    quotes_dropped = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    # Lease of the research-level step in progress (start, top-level planning, report) and its claims so far:
+    # the sweeper re-queues a step whose lease ran out (docs/reliability.md).
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "research"
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="research_owner_created"),
+            models.Index(fields=["status"], name="research_status"),
+        ]
+        constraints = [
+            _status_check("research_status_valid", ResearchStatus),
+            models.CheckConstraint(
+                condition=Q(breadth__isnull=True) | Q(breadth__gte=1), name="research_breadth_positive"
+            ),
+            models.CheckConstraint(condition=Q(depth__isnull=True) | Q(depth__gte=1), name="research_depth_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+
+class FollowUpQuestion(models.Model):
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="questions")
+    position = models.PositiveSmallIntegerField()
+    question = models.TextField()
+    answer = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["research", "position"]
+        constraints = [models.UniqueConstraint(fields=["research", "position"], name="question_position_unique")]
+
+    def __str__(self) -> str:
+        return self.question
+
+
+class QueryStatus(models.TextChoices):
+    PENDING = "pending"
+    SEARCHING = "searching"
+    SCRAPING = "scraping"  # websites found; waiting for them to be scraped and analysed
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class SerpQuery(models.Model):
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="queries")
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
+    depth = models.PositiveSmallIntegerField()
+    position = models.PositiveSmallIntegerField(help_text="Index among its siblings")
+    query = models.TextField()
+    objective = models.TextField()
+    status = models.CharField(max_length=20, choices=QueryStatus.choices, default=QueryStatus.PENDING)
+    error = models.TextField(blank=True)
+    learnings = models.JSONField(default=list, blank=True)
+    # Websites of this query not yet analysed or failed; the update that brings it to 0 finishes the query.
+    pending_websites = models.IntegerField(default=0)
+    children_planned = models.BooleanField(default=False)
+    # Lease: when and by which worker the current step was claimed; `attempts` counts the sweeper's re-queues.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["research", "depth", "id"]
+        verbose_name = "SERP query"
+        verbose_name_plural = "SERP queries"
+        indexes = [models.Index(fields=["research", "status"], name="query_research_status")]
+        constraints = [
+            _status_check("query_status_valid", QueryStatus),
+            # One child per (parent, position): planning the same children twice inserts nothing new.
+            models.UniqueConstraint(
+                fields=["research", "parent", "position"], name="query_position_unique", nulls_distinct=False
+            ),
+            models.CheckConstraint(condition=Q(depth__gte=1), name="query_depth_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.query
+
+
+class PageStatus(models.TextChoices):
+    FETCHING = "fetching"
+    FETCHED = "fetched"
+    FAILED = "failed"
+
+
+class Page(models.Model):
+    """A URL fetched once per research; every website row with that URL analyses this text."""
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="pages")
+    url = models.TextField()
+    final_url = models.TextField(blank=True)
+    status = models.CharField(max_length=20, choices=PageStatus.choices, default=PageStatus.FETCHING)
+    title = models.TextField(blank=True)
+    text = models.TextField(blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    content_type = models.CharField(max_length=200, blank=True)
+    bytes_read = models.PositiveIntegerField(default=0)
+    failure_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    # When a worker started fetching it; a fetch that is stale (worker died) may be taken over.
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    fetched_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            _status_check("page_status_valid", PageStatus),
+            models.UniqueConstraint(fields=["research", "url"], name="page_url_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class WebsiteStatus(models.TextChoices):
+    PENDING = "pending"
+    SCRAPING = "scraping"
+    ANALYZING = "analyzing"
+    ANALYZED = "analyzed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Website(models.Model):
+    """One search result of one query; its page text lives in `page` (shared by equal URLs)."""
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="websites")
+    query = models.ForeignKey(SerpQuery, on_delete=models.CASCADE, related_name="websites")
+    page = models.ForeignKey(Page, on_delete=models.SET_NULL, null=True, blank=True, related_name="websites")
+    position = models.PositiveSmallIntegerField()
+    url = models.TextField()
+    title = models.TextField(blank=True)
+    snippet = models.TextField(blank=True)
+    status = models.CharField(max_length=20, choices=WebsiteStatus.choices, default=WebsiteStatus.PENDING)
+    failure_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    content_type = models.CharField(max_length=200, blank=True)
+    # Lease: when and by which worker the current step was claimed; `attempts` counts the sweeper's re-queues.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["query", "position"]
+        indexes = [models.Index(fields=["research", "status"], name="website_research_status")]
+        constraints = [
+            _status_check("website_status_valid", WebsiteStatus),
+            models.UniqueConstraint(fields=["query", "url"], name="website_query_url_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class Extract(models.Model):
+    """A fact the website analyzer found for the query's objective, with the verbatim quote it rests on."""
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="extracts")
+    website = models.ForeignKey(Website, on_delete=models.CASCADE, related_name="extracts")
+    position = models.PositiveSmallIntegerField()
+    fact = models.TextField()
+    quote = models.TextField()
+
+    class Meta:
+        ordering = ["website", "position"]
+        constraints = [models.UniqueConstraint(fields=["website", "position"], name="extract_position_unique")]
+
+    def __str__(self) -> str:
+        return self.fact[:80]
+
+
+class DocumentKind(models.TextChoices):
+    REPORT = "report"
+    ERROR_OUTPUT = "error_output"
+
+
+class Document(models.Model):
+    """The final report or the error output of a research: at most one of each, enforced by the database."""
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="documents")
+    kind = models.CharField(max_length=20, choices=DocumentKind.choices)
+    markdown = models.TextField()
+    stats = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=DocumentKind.values), name="document_kind_valid"),
+            models.UniqueConstraint(fields=["research", "kind"], name="document_kind_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.research_id}"
+
+
+class EventType(models.TextChoices):
+    GENERATING_FOLLOWUPS = "generating_followups"
+    FOLLOWUPS_GENERATED = "followups_generated"
+    RESEARCH_STARTED = "research_started"
+    NEW_SERP_QUERY = "new_serp_query"
+    GOT_WEBSITES = "got_websites_from_serp_query"
+    SCRAPING = "scraping_a_website"
+    ANALYZING = "analyzing_a_website"
+    ANALYZED = "analyzed_a_website"
+    WEBSITE_FAILED = "website_failed"
+    SERP_QUERY_FAILED = "serp_query_failed"
+    REPORT_WRITING_START = "report_writing_start"
+    REPORT_WRITING_SUCCESSFUL = "report_writing_successful"
+    RESEARCH_FAILED = "research_failed"
+    RESEARCH_CANCELLED = "research_cancelled"
+
+
+class Event(models.Model):
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40, choices=EventType.choices)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["research", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["research", "seq"], name="event_seq_unique"),
+            models.CheckConstraint(condition=Q(type__in=EventType.values), name="event_type_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"
+
+
+class CollectionDocument(models.Model):
+    """A file of the local document collection (`manage.py index_documents`), searched by the "local" provider.
+
+    Workers read a document through its signed URL (research/collection.py), like any web page. `search_vector`
+    is PostgreSQL's full-text index of it (a GIN index created by migration 0003 on PostgreSQL only); `terms`
+    holds its term counts for the in-Python ranking used on SQLite (embedded mode).
+    """
+
+    path = models.TextField(unique=True, help_text="Absolute path of the file it was indexed from")
+    title = models.CharField(max_length=500)
+    content_type = models.CharField(max_length=100, help_text="text/html, text/markdown, text/plain or application/pdf")
+    text = models.TextField(help_text="The extracted text: what is searched, analysed and quoted")
+    source = models.TextField(blank=True, help_text="The original markup of an HTML document, served as is")
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the file")
+    terms = models.JSONField(default=dict, blank=True)
+    search_vector = SearchVectorField(null=True, blank=True, editable=False)
+    indexed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["path"]
+
+    def __str__(self) -> str:
+        return self.title or self.path

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from research import consumers
+
+websocket_urlpatterns = [
+    path("ws/research/", consumers.SidebarConsumer.as_asgi()),
+    path("ws/research/<str:research_id>/", consumers.ResearchConsumer.as_asgi()),
+]

@@ -1,0 +1,164 @@
+// Pure helpers of the research UI: no DOM, so the browser tests can check them directly.
+
+// SPEC §2: level 1 has `breadth` queries; b(k+1) = ceil(b(k) / 2); each query at level k spawns ceil(b(k) / 2)
+// children, never fewer than one. A port of research/planning.py.
+export function levelBreadth(breadth, level) {
+  let b = breadth;
+  for (let k = 1; k < level; k += 1) b = Math.max(1, Math.ceil(b / 2));
+  return b;
+}
+
+export function queriesPerLevel(breadth, depth) {
+  const counts = [breadth];
+  for (let level = 1; level < depth; level += 1) {
+    const children = Math.max(1, Math.ceil(levelBreadth(breadth, level) / 2));
+    counts.push(counts[counts.length - 1] * children);
+  }
+  return counts;
+}
+
+export function totalQueries(breadth, depth) {
+  return queriesPerLevel(breadth, depth).reduce((sum, n) => sum + n, 0);
+}
+
+export const ACTIVE_STATUSES = new Set(["queued", "running", "reporting"]);
+export const FINISHED_STATUSES = new Set(["completed", "failed", "cancelled"]);
+
+export const STATUS_LABELS = {
+  draft: "Draft",
+  awaiting_answers: "Not started",
+  queued: "Queued",
+  running: "Researching",
+  reporting: "Writing report",
+  completed: "Completed",
+  failed: "Failed",
+  cancelled: "Cancelled",
+  pending: "Pending",
+  searching: "Searching",
+  scraping: "Reading pages",
+  done: "Done",
+  analyzing: "Analysing",
+  analyzed: "Analysed",
+};
+
+export function statusLabel(status) {
+  return STATUS_LABELS[status] || String(status || "");
+}
+
+function startOfDay(date) {
+  return new Date(date.getFullYear(), date.getMonth(), date.getDate());
+}
+
+// The sidebar group of a research created at `created`, by calendar days in the browser's time zone.
+export function dateGroup(created, now = new Date()) {
+  const days = Math.round((startOfDay(now) - startOfDay(created)) / 86400000);
+  if (days <= 0) return "today";
+  if (days <= 7) return "week";
+  if (days <= 30) return "month";
+  return "older";
+}
+
+export function formatElapsed(ms) {
+  const total = Math.max(0, Math.floor(ms / 1000));
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  const pad = (n) => String(n).padStart(2, "0");
+  return h ? `${h}:${pad(m)}:${pad(s)}` : `${pad(m)}:${pad(s)}`;
+}
+
+const timeFormat = new Intl.DateTimeFormat(undefined, {
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+  hour12: false,
+});
+const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+
+export function formatTime(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? "" : timeFormat.format(date);
+}
+
+export function formatDateTime(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? "" : dateTimeFormat.format(date);
+}
+
+// Only absolute http(s) URLs ever become links; anything else (javascript:, data:, relative) stays text.
+export function webUrl(value) {
+  try {
+    const url = new URL(String(value));
+    return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+  } catch {
+    return null;
+  }
+}
+
+export function hostOf(value) {
+  try {
+    return new URL(String(value)).host;
+  } catch {
+    return "";
+  }
+}
+
+const REASONS = {
+  analysis_failed: "analysis failed",
+  scrape_error: "scrape error",
+  followups_failed: "follow-up questions failed",
+  report_failed: "report failed",
+};
+
+function reason(value) {
+  return REASONS[value] || String(value || "failed").replaceAll("_", " ");
+}
+
+function plural(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+// What the live log says about one event: {tone, text, detail}; tone is info, work, ok or fail.
+export function describeEvent(event) {
+  const d = event.data && typeof event.data === "object" ? event.data : {};
+  switch (event.type) {
+    case "generating_followups":
+      return { tone: "work", text: `Writing ${plural(d.num_questions ?? 0, "follow-up question")}` };
+    case "followups_generated":
+      return { tone: "ok", text: `${plural((d.questions || []).length, "follow-up question")} written` };
+    case "research_started":
+      return {
+        tone: "info",
+        text: `Research started: breadth ${d.breadth}, depth ${d.depth}, ${plural(d.queries_planned ?? 0, "query", "queries")} planned`,
+      };
+    case "new_serp_query":
+      return { tone: "info", text: `New query (depth ${d.depth}): ${d.query ?? ""}`, detail: d.objective || "" };
+    case "got_websites_from_serp_query":
+      return { tone: "ok", text: `${plural((d.urls || []).length, "website")} found for: ${d.query ?? ""}` };
+    case "scraping_a_website":
+      return { tone: "work", text: `${d.reused ? "Reusing the page already fetched" : "Scraping"} ${d.url ?? ""}` };
+    case "analyzing_a_website":
+      return { tone: "work", text: `Analysing ${d.url ?? ""}` };
+    case "analyzed_a_website": {
+      const dropped = d.quotes_dropped ? ` (${plural(d.quotes_dropped, "unverifiable quote")} dropped)` : "";
+      return { tone: "ok", text: `Analysed ${d.url ?? ""}: ${plural(d.facts ?? 0, "fact")}${dropped}` };
+    }
+    case "website_failed":
+      return { tone: "fail", text: `Skipped ${d.url ?? ""}: ${reason(d.reason)}`, detail: d.error || "" };
+    case "serp_query_failed":
+      return { tone: "fail", text: `Search failed for: ${d.query ?? ""}`, detail: d.error || "" };
+    case "report_writing_start":
+      return { tone: "work", text: "Writing the report" };
+    case "report_writing_successful":
+      return {
+        tone: "ok",
+        text: `Report written: ${plural(d.citations ?? 0, "citation")}, ${plural(d.sources_cited ?? 0, "source")}`,
+      };
+    case "research_failed":
+      return { tone: "fail", text: `Research failed: ${reason(d.reason)}`, detail: d.error || "" };
+    case "research_cancelled":
+      return { tone: "fail", text: "Research cancelled" };
+    default:
+      return { tone: "info", text: String(event.type || "event") };
+  }
+}

@@ -1,0 +1,126 @@
+// The sidebar: ongoing research as skeleton loaders, past research grouped by day, live from /ws/research/.
+import { h } from "./dom.js";
+import { ACTIVE_STATUSES, dateGroup, statusLabel } from "./lib.js";
+import { SidebarFeed } from "./live.js";
+
+const GROUPS = ["ongoing", "today", "week", "month", "older"];
+
+export class Sidebar {
+  constructor(root, { onOpen }) {
+    this.root = root;
+    this.onOpen = onOpen;
+    this.items = new Map(); // id -> summary
+    this.nodes = new Map(); // id -> {li, group, sig}
+    this.activeId = null;
+    this.loaded = false;
+    this.lists = {};
+    for (const group of GROUPS) {
+      const section = root.querySelector(`[data-group="${group}"]`);
+      this.lists[group] = { section, list: section.querySelector("ul") };
+    }
+    this.empty = root.querySelector("#sidebar-empty");
+    this.connection = root.querySelector("#sidebar-connection");
+    this.feed = new SidebarFeed({
+      onList: (list) => this.replace(list),
+      onItem: (item) => this.upsert(item),
+      onStatus: (status) => {
+        this.connection.hidden = status === "live";
+      },
+    }).start();
+    // Days roll over while the page stays open.
+    window.setInterval(() => this.render(), 60000);
+  }
+
+  replace(list) {
+    this.items = new Map(list.map((item) => [item.id, item]));
+    this.loaded = true;
+    this.render();
+  }
+
+  upsert(item) {
+    const known = this.items.get(item.id);
+    this.items.set(item.id, { ...(known || {}), ...item });
+    this.render();
+  }
+
+  setActive(id) {
+    this.activeId = id;
+    for (const [itemId, node] of this.nodes) {
+      const link = node.li.querySelector("a");
+      if (itemId === id) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+    }
+  }
+
+  render() {
+    const now = new Date();
+    const byGroup = Object.fromEntries(GROUPS.map((group) => [group, []]));
+    for (const item of this.items.values()) {
+      const group = ACTIVE_STATUSES.has(item.status) ? "ongoing" : dateGroup(new Date(item.created_at), now);
+      byGroup[group].push(item);
+    }
+    for (const [id, node] of this.nodes) {
+      if (!this.items.has(id)) {
+        node.li.remove();
+        this.nodes.delete(id);
+      }
+    }
+    for (const group of GROUPS) {
+      const items = byGroup[group].sort((a, b) => (a.created_at < b.created_at ? 1 : -1));
+      const { section, list } = this.lists[group];
+      const wanted = items.map((item) => this.node(item, group));
+      // Move nodes only when the order changed: re-inserting a node restarts its loader animation.
+      const current = [...list.children];
+      if (current.length !== wanted.length || current.some((li, i) => li !== wanted[i])) {
+        list.replaceChildren(...wanted);
+      }
+      section.hidden = wanted.length === 0;
+    }
+    this.empty.hidden = !this.loaded || this.items.size > 0;
+  }
+
+  node(item, group) {
+    const sig = JSON.stringify([group, item.title, item.status]);
+    const known = this.nodes.get(item.id);
+    if (known && known.sig === sig) return known.li;
+    const li = h("li", {}, group === "ongoing" ? this.ongoingLink(item) : this.pastLink(item));
+    if (known) known.li.replaceWith(li);
+    this.nodes.set(item.id, { li, sig });
+    if (item.id === this.activeId) li.querySelector("a").setAttribute("aria-current", "page");
+    return li;
+  }
+
+  link(item, className, label, children) {
+    const a = h("a", { class: className, dataset: { id: item.id }, "aria-label": label }, children);
+    a.href = `/research/${encodeURIComponent(item.id)}/`;
+    a.addEventListener("click", (event) => {
+      if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+      event.preventDefault();
+      this.onOpen(item.id);
+    });
+    return a;
+  }
+
+  // A skeleton loader shaped like the report title it will become.
+  ongoingLink(item) {
+    return this.link(item, "item item-ongoing", `${statusLabel(item.status)}: ${item.title}`, [
+      h(
+        "span",
+        { class: "skeleton", "aria-hidden": "true" },
+        h("span", { class: "skeleton-bar" }),
+        h("span", { class: "skeleton-bar skeleton-bar-short" }),
+      ),
+      h(
+        "span",
+        { class: "item-caption" },
+        h("span", { class: "live-dot", "aria-hidden": "true" }),
+        h("span", { class: "item-caption-text", text: `${statusLabel(item.status)} · ${item.title}` }),
+      ),
+    ]);
+  }
+
+  pastLink(item) {
+    const badge = item.status === "completed" ? null : h("span", { class: `badge badge-${item.status}`, text: statusLabel(item.status) });
+    return this.link(item, "item", item.title, [h("span", { class: "item-title", text: item.title }), badge]);
+  }
+}

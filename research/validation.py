@@ -1,0 +1,83 @@
+"""Request validation for the JSON API: every problem is an ApiError that becomes a 4xx JSON answer."""
+
+import json
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+def json_body(request: HttpRequest) -> dict[str, Any]:
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise ApiError(413, f"request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes") from None
+    if not raw:
+        raise ApiError(400, "request body must be a JSON object")
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"malformed JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return data
+
+
+def text_field(data: dict[str, Any], name: str, max_chars: int, required: bool = True) -> str:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise ApiError(400, "this field is required", name)
+        return ""
+    if not isinstance(value, str):
+        raise ApiError(400, "must be a string", name)
+    value = value.strip()
+    if required and not value:
+        raise ApiError(400, "must not be empty", name)
+    if len(value) > max_chars:
+        raise ApiError(400, f"must be at most {max_chars} characters", name)
+    if "\x00" in value:
+        raise ApiError(400, "must not contain NUL characters", name)
+    return value
+
+
+def int_field(data: dict[str, Any], name: str, minimum: int, maximum: int) -> int:
+    value = data.get(name)
+    if value is None:
+        raise ApiError(400, "this field is required", name)
+    # bool is an int in Python; JSON true is not a number.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApiError(400, "must be an integer", name)
+    if not minimum <= value <= maximum:
+        raise ApiError(400, f"must be between {minimum} and {maximum}", name)
+    return value
+
+
+def uuid_value(value: Any, name: str = "research_id") -> uuid.UUID:
+    if not isinstance(value, str):
+        raise ApiError(400, "must be a string", name)
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise ApiError(400, "is not a valid research id", name) from None
+
+
+def list_field(data: dict[str, Any], name: str, max_items: int) -> list[Any]:
+    value = data.get(name)
+    if value is None:
+        raise ApiError(400, "this field is required", name)
+    if not isinstance(value, list):
+        raise ApiError(400, "must be a list", name)
+    if len(value) > max_items:
+        raise ApiError(400, f"must have at most {max_items} items", name)
+    return value

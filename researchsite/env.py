@@ -1,0 +1,79 @@
+"""Typed readers for environment variables.
+
+A bad value stops start-up with ImproperlyConfigured naming the variable, instead of surfacing later as an
+obscure failure deep inside a worker.
+"""
+
+import os
+from urllib.parse import urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
+
+
+def env_int(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {value}")
+    return value
+
+
+def env_float(name: str, default: float, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_url(name: str, default: str = "", schemes: tuple[str, ...] = ("http", "https")) -> str:
+    value = env_str(name, default)
+    if not value:
+        return ""
+    parsed = urlparse(value)
+    if parsed.scheme not in schemes or not parsed.netloc:
+        raise ImproperlyConfigured(f"{name} must be a URL with scheme {'/'.join(schemes)}, got {value!r}")
+    return value.rstrip("/")
+
+
+def env_host_ports(name: str) -> frozenset[str]:
+    """A comma-separated list of host:port pairs, e.g. '127.0.0.1:8080,docs.internal:443'."""
+    pairs = set()
+    for item in env_list(name):
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ImproperlyConfigured(f"{name} entries must look like host:port, got {item!r}")
+        pairs.add(f"{host.strip('[]').lower()}:{int(port)}")
+    return frozenset(pairs)

@@ -1,0 +1,292 @@
+"""Django settings, all read from the environment (documented in .env.example)."""
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from researchsite.env import env_bool, env_float, env_host_ports, env_int, env_list, env_str, env_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+    SECRET_KEY = "insecure-development-key-only-for-debug-mode-" + "x" * 20
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "research",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    # A Content-Security-Policy on every response, static files included (research/middleware.py).
+    "research.middleware.ContentSecurityPolicyMiddleware",
+    # Static files served by the app itself (WhiteNoise), under daphne as in production.
+    "research.middleware.StaticFilesMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "researchsite.urls"
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "researchsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/deepresearch")
+try:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int("DB_CONNECT_TIMEOUT", 10)
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Embedded mode (make demo without PostgreSQL): WAL lets readers run beside the one writer, and IMMEDIATE
+    # transactions take the write lock up front, so concurrent workers queue instead of failing mid-transaction.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 60,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # SQLite cannot make (research, parent, position) unique with NULL parents; there its single writer lock
+    # serialises top-level planning instead (workers/pipeline/plan.py checks under it).
+    SILENCED_SYSTEM_CHECKS = ["models.W047"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: Celery broker and the Channels layer --------------------------------------------------------
+# Empty REDIS_URL is the embedded mode: the broker and the channel layer below must then not be Redis, and rate
+# limits and per-host politeness hold per process only (one machine).
+REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
+
+# The broker: REDIS_URL, or filesystem:// (embedded: a folder shared by the processes of one machine).
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL
+if not CELERY_BROKER_URL:
+    raise ImproperlyConfigured("REDIS_URL is empty, so CELERY_BROKER_URL must be set (e.g. filesystem://)")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # A message not acked within this window is redelivered; it must exceed the longest task (the report).
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
+}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_folder = Path(env_str("CELERY_BROKER_FOLDER", str(BASE_DIR / "var" / "broker")))
+    _broker_folder.mkdir(parents=True, exist_ok=True)
+    # Fast polling: the default 1 s gives 9 tasks/s, 0.05 s about 137 (../shared/NOTES.md). This broker drops a
+    # message once fetched, so the sweeper (celery beat) is what recovers the tasks of a killed worker.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_folder),
+        "data_folder_out": str(_broker_folder),
+        "store_processed": False,
+        "control_folder": str(_broker_folder / "control"),
+        "polling_interval": env_float("CELERY_BROKER_POLLING_INTERVAL", 0.05, minimum=0.01),
+    }
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+# Late acks plus a prefetch of one: a task killed mid-way is redelivered, and a busy worker hoards nothing.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900, minimum=10)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 840, minimum=5)
+# Flower needs task events.
+CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_TASK_SEND_SENT_EVENT = True
+CELERY_TASK_ALWAYS_EAGER = False
+# Celery's Django fixup closes the DB connection around every task unless told to reuse it (NOTES: 7.2 ms vs
+# 1.5 ms per DB-writing task). It reads this from the app's configuration, not from the environment.
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000, minimum=0)
+
+# Seconds over which one process gathers a research's events into one websocket push (SPEC §5 coalescing).
+PUSH_INTERVAL = env_float("PUSH_INTERVAL", 0.25, minimum=0.0)
+
+# redis (channels_redis on REDIS_URL) or sqlite (channels-lite in its own SQLite file: embedded mode).
+CHANNEL_LAYER = env_str("CHANNEL_LAYER", "redis" if REDIS_URL else "sqlite")
+if CHANNEL_LAYER == "redis":
+    if not REDIS_URL:
+        raise ImproperlyConfigured("CHANNEL_LAYER=redis needs REDIS_URL")
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
+        }
+    }
+elif CHANNEL_LAYER == "sqlite":
+    INSTALLED_APPS.append("channels_lite")
+    DATABASES["channels"] = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": env_str("CHANNELS_DATABASE_PATH", str(BASE_DIR / "var" / "channels.sqlite3")),
+        "OPTIONS": {"timeout": 60, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+    }
+    DATABASE_ROUTERS = ["channels_lite.router.ChannelsRouter"]
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_lite.layers.core.SQLiteChannelLayer",
+            "CONFIG": {"database": "channels", "capacity": 1000, "expiry": 60},
+        }
+    }
+else:
+    raise ImproperlyConfigured(f"CHANNEL_LAYER must be redis or sqlite, got {CHANNEL_LAYER!r}")
+
+# --- Search, LLM, scraping ------------------------------------------------------------------------------
+# Empty: no SearxNG (with SEARCH_PROVIDERS=auto, research then searches the local document collection).
+SEARXNG_URL = env_url("SEARXNG_URL", "")
+# Which search providers a query goes to: auto (SearxNG if configured, else the local collection), or a
+# comma-separated list of searxng and local ("searxng,local": the web and my documents).
+_providers = env_list("SEARCH_PROVIDERS", "auto")
+if _providers == ["auto"]:
+    _providers = ["searxng"] if SEARXNG_URL else ["local"]
+if not _providers or set(_providers) - {"searxng", "local"}:
+    raise ImproperlyConfigured(f"SEARCH_PROVIDERS must be auto or a list of searxng, local; got {_providers}")
+if "searxng" in _providers and not SEARXNG_URL:
+    raise ImproperlyConfigured("SEARCH_PROVIDERS includes searxng but SEARXNG_URL is not set")
+SEARCH_PROVIDERS = _providers
+SEARCH_TIMEOUT = env_float("SEARCH_TIMEOUT", 20.0, minimum=1.0)
+SEARCH_RESULTS_PER_QUERY = env_int("SEARCH_RESULTS_PER_QUERY", 7, minimum=1, maximum=20)
+SEARCH_MAX_RETRIES = env_int("SEARCH_MAX_RETRIES", 4, minimum=0, maximum=20)
+
+OPENAI_BASE_URL = env_url("OPENAI_BASE_URL", "https://api.openai.com/v1")
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+# llm (the OpenAI-compatible model), extractive (no model: queries from key phrases, the pages' own sentences as
+# facts and report), or auto: llm when OPENAI_API_KEY or OPENAI_BASE_URL is set, else extractive.
+RESEARCH_ENGINE = env_str("RESEARCH_ENGINE", "auto").lower()
+if RESEARCH_ENGINE == "auto":
+    RESEARCH_ENGINE = "llm" if OPENAI_API_KEY or env_str("OPENAI_BASE_URL") else "extractive"
+if RESEARCH_ENGINE not in ("llm", "extractive"):
+    raise ImproperlyConfigured(f"RESEARCH_ENGINE must be auto, llm or extractive; got {RESEARCH_ENGINE!r}")
+# The address workers use to fetch the local document collection from the web app (links the local search
+# provider hands out are signed, so only they work). Add its host:port to SCRAPE_ALLOWED_PRIVATE_HOSTS.
+APP_BASE_URL = env_url("APP_BASE_URL", "http://127.0.0.1:8000")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
+LLM_AGENT_MODELS = {
+    agent: env_str(f"LLM_MODEL_{agent.upper()}") or LLM_MODEL
+    for agent in ("prompt_analyzer", "query_generator", "website_analyzer", "report_writer")
+}
+LLM_TIMEOUT = env_float("LLM_TIMEOUT", 120.0, minimum=1.0)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 5, minimum=0, maximum=20)
+LLM_INVALID_OUTPUT_RETRIES = env_int("LLM_INVALID_OUTPUT_RETRIES", 2, minimum=0, maximum=10)
+
+SCRAPE_ALLOWED_PRIVATE_HOSTS = env_host_ports("SCRAPE_ALLOWED_PRIVATE_HOSTS")
+SCRAPE_MAX_BYTES = env_int("SCRAPE_MAX_BYTES", 5_000_000, minimum=10_000)
+SCRAPE_DEADLINE = env_float("SCRAPE_DEADLINE", 20.0, minimum=1.0)
+
+# --- Limits ---------------------------------------------------------------------------------------------
+MAX_BREADTH = env_int("MAX_BREADTH", 10, minimum=1, maximum=50)
+MAX_DEPTH = env_int("MAX_DEPTH", 5, minimum=1, maximum=10)
+MAX_FOLLOWUP_QUESTIONS = env_int("MAX_FOLLOWUP_QUESTIONS", 10, minimum=1, maximum=50)
+MAX_PROMPT_CHARS = env_int("MAX_PROMPT_CHARS", 10_000, minimum=100)
+MAX_ANSWER_CHARS = env_int("MAX_ANSWER_CHARS", 5_000, minimum=10)
+RESEARCH_TIME_BUDGET = env_int("RESEARCH_TIME_BUDGET", 7200, minimum=5)
+# Celery-level retries of a task whose client already gave up on a transient error (search, LLM).
+TASK_MAX_RETRIES = env_int("TASK_MAX_RETRIES", 3, minimum=0, maximum=20)
+# Tokens (prompt + completion) a research may spend before it fails with an error output; 0 = no limit.
+RESEARCH_TOKEN_BUDGET = env_int("RESEARCH_TOKEN_BUDGET", 20_000_000, minimum=0)
+# Researches one user may have queued or running at once.
+MAX_ACTIVE_RESEARCH_PER_USER = env_int("MAX_ACTIVE_RESEARCH_PER_USER", 3, minimum=1)
+
+# --- Recovery (docs/reliability.md) ---------------------------------------------------------------------
+# A claimed row whose worker has shown no progress for this long is re-queued by the sweeper.
+LEASE_SECONDS = env_int("LEASE_SECONDS", 600, minimum=1)
+# The report's lease: long enough for one report call with its retries.
+REPORT_LEASE_SECONDS = env_int("REPORT_LEASE_SECONDS", 1800, minimum=1)
+# After this many claims a row that still has not finished is failed with its reason.
+MAX_ATTEMPTS = env_int("MAX_ATTEMPTS", 3, minimum=1, maximum=20)
+# Seconds between two sweeps (Celery beat).
+SWEEP_INTERVAL = env_float("SWEEP_INTERVAL", 30.0, minimum=0.5)
+CELERY_BEAT_SCHEDULE = {"sweep": {"task": "workers.tasks.sweep_task", "schedule": SWEEP_INTERVAL}}
+
+# --- Rate limits shared by all workers through Redis (0 = no limit) ------------------------------------
+LLM_RATE_LIMIT = env_float("LLM_RATE_LIMIT", 20.0, minimum=0.0)
+SEARCH_RATE_LIMIT = env_float("SEARCH_RATE_LIMIT", 5.0, minimum=0.0)
+# Pages fetched at once from one host, across all workers.
+SCRAPE_PER_HOST_CONCURRENCY = env_int("SCRAPE_PER_HOST_CONCURRENCY", 4, minimum=0)
+# Token budgets for what goes into one prompt (about 4 characters a token).
+PAGE_TOKEN_BUDGET = env_int("PAGE_TOKEN_BUDGET", 6000, minimum=200)
+LEARNINGS_TOKEN_BUDGET = env_int("LEARNINGS_TOKEN_BUDGET", 3000, minimum=100)
+REPORT_TOKEN_BUDGET = env_int("REPORT_TOKEN_BUDGET", 60000, minimum=1000)
+# Request bodies above this are refused with 413 before they are parsed.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BYTES", 262_144, minimum=10_000)
+
+# --- Accounts -------------------------------------------------------------------------------------------
+ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", False)
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# --- Security -------------------------------------------------------------------------------------------
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_REFERRER_POLICY = "same-origin"
+
+# --- I18n, static ---------------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+# WhiteNoise serves collectstatic's STATIC_ROOT (the docker image runs collectstatic) and, without it, the apps'
+# static folders directly, indexed once at start-up; so a native `daphne` run needs no collectstatic step.
+WHITENOISE_USE_FINDERS = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # httpx logs every request line, including URLs; the LLM client logs what matters itself.
+    "loggers": {"httpx": {"level": "WARNING"}, "openai": {"level": "WARNING"}},
+}
+
+CSRF_FAILURE_VIEW = "research.views.csrf_failure"

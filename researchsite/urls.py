@@ -1,0 +1,36 @@
+from django.contrib import admin
+from django.templatetags.static import static
+from django.urls import include, path
+from django.views.generic.base import RedirectView
+
+from research import api, collection_views, views
+
+api_patterns = [
+    path("research", api.research_list, name="research-list"),
+    path("research/questions", api.questions, name="research-questions"),
+    path("research/start", api.start, name="research-start"),
+    path("research/<str:research_id>", api.research_detail, name="research-detail"),
+    path("research/<str:research_id>/events", api.research_events, name="research-events"),
+    path("research/<str:research_id>/report.md", api.report_md, name="research-report"),
+    path("research/<str:research_id>/error-output.md", api.error_output_md, name="research-error-output"),
+    path("research/<str:research_id>/report.html", api.report_html, name="research-report-html"),
+    path("research/<str:research_id>/error-output.html", api.error_output_html, name="research-error-output-html"),
+    path("research/<str:research_id>/cancel", api.cancel, name="research-cancel"),
+]
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("research/<uuid:research_id>/", views.research_page, name="research-page"),
+    # Browsers ask for /favicon.ico on pages that name no icon (the admin's).
+    path("favicon.ico", RedirectView.as_view(url=static("research/img/icon.svg"))),
+    path("api/", include(api_patterns)),
+    # Collection documents for the workers: no login, but only by signed link (research/collection.py).
+    path(
+        "collection/<int:document_id>/<str:signature>/",
+        collection_views.collection_document,
+        name="collection-document",
+    ),
+    path("accounts/signup/", views.signup, name="signup"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/", admin.site.urls),
+]

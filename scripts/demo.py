@@ -1,0 +1,318 @@
+"""`make demo`: a complete research on this machine, offline, watched live in the terminal and the browser.
+
+Uses PostgreSQL and Redis where DATABASE_URL / REDIS_URL (or the local defaults) reach them; otherwise runs on the
+embedded defaults — SQLite in WAL mode, the filesystem broker, the channels-lite layer — with the sweeper on, since
+those brokers do not redeliver. Without an LLM endpoint the research uses the extractive engine, and without
+SearxNG the local document collection (the Python standard library's documentation, rendered by pydoc). The
+processes and code paths are the production ones: daphne, a Celery worker, celery beat, the same tasks and UI.
+
+Environment: DEMO_EXIT=1 exits when the report is written (CI); DEMO_PORT (8000), DEMO_BREADTH (2), DEMO_DEPTH (2),
+DEMO_PROMPT, DEMO_VAR (var/demo) change the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+PROMPT = (
+    "How should a Python program run work concurrently — threads, processes or asyncio — and what do the standard "
+    "library documents say about how each one starts, shares data, waits for results and handles errors?"
+)
+ANSWERS = {
+    "What matters most?": "Choosing between threading, multiprocessing, concurrent.futures and asyncio.",
+    "Which Python version?": "The standard library of the Python that runs this demo.",
+}
+
+
+def say(message: str) -> None:
+    print(f"\033[1m==>\033[0m {message}", flush=True)
+
+
+def reachable(url: str, default_port: int) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def postgres_ready(url: str) -> bool:
+    import psycopg
+
+    try:
+        psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", connect_timeout=3).close()
+        return True
+    except psycopg.Error:
+        return False
+
+
+def free_port(preferred: int) -> int:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", preferred))
+            return preferred
+        except OSError:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+
+
+def configure(var: Path, port: int) -> tuple[dict[str, str], str]:
+    """The environment every demo process gets, and a description of the mode."""
+    env = dict(os.environ)
+    secret_file = var / "secret-key"
+    if not secret_file.exists():
+        secret_file.write_text(secrets.token_urlsafe(50))
+    database_url = env.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/deepresearch_demo")
+    redis_url = env.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    services = (
+        database_url.startswith("postgres")
+        and postgres_ready(database_url)
+        and redis_url.startswith("redis")
+        and reachable(redis_url, 6379)
+    )
+    if services:
+        create_database(database_url)
+        mode = f"PostgreSQL ({urlparse(database_url).path.lstrip('/')}) and Redis ({redis_url})"
+        env.update({"DATABASE_URL": database_url, "REDIS_URL": redis_url})
+    else:
+        mode = "embedded: SQLite (WAL), the filesystem broker and the channels-lite layer in " + str(var)
+        env.update(
+            {
+                "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}",
+                "REDIS_URL": "",
+                "CELERY_BROKER_URL": "filesystem://",
+                "CELERY_BROKER_FOLDER": str(var / "broker"),
+                "CHANNEL_LAYER": "sqlite",
+                "CHANNELS_DATABASE_PATH": str(var / "channels.sqlite3"),
+            }
+        )
+    host_port = f"127.0.0.1:{port}"
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "researchsite.settings",
+            "SECRET_KEY": env.get("SECRET_KEY") or secret_file.read_text(),
+            "DEBUG": "false",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "SECURE_SSL_REDIRECT": "false",
+            "SESSION_COOKIE_SECURE": "false",
+            "CSRF_COOKIE_SECURE": "false",
+            "SECURE_HSTS_SECONDS": "0",
+            "APP_BASE_URL": f"http://{host_port}",
+            "SCRAPE_ALLOWED_PRIVATE_HOSTS": ",".join(
+                filter(None, [env.get("SCRAPE_ALLOWED_PRIVATE_HOSTS"), host_port])
+            ),
+            "SWEEP_INTERVAL": env.get("SWEEP_INTERVAL", "5"),
+            "LEASE_SECONDS": env.get("LEASE_SECONDS", "120"),
+            "LOG_LEVEL": env.get("LOG_LEVEL", "WARNING"),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env, mode
+
+
+def create_database(url: str) -> None:
+    import psycopg
+
+    name = urlparse(url).path.lstrip("/")
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True, connect_timeout=5) as conn:
+        if not conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
+            conn.execute(f'create database "{name}"')
+
+
+def manage(env: dict[str, str], *args: str, capture: bool = False) -> str:
+    result = subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=True, text=True, capture_output=capture)
+    return result.stdout.strip() if capture else ""
+
+
+class Processes:
+    def __init__(self, var: Path) -> None:
+        self.var = var
+        self.running: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(self, name: str, command: list[str], env: dict[str, str]) -> None:
+        log = open(self.var / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.running.append((name, subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)))
+
+    def check(self) -> None:
+        for name, process in self.running:
+            if process.poll() is not None:
+                raise SystemExit(f"{name} exited with code {process.returncode}; see {self.var / (name + '.log')}")
+
+    def stop(self) -> None:
+        for _, process in self.running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for _, process in self.running:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def wait_http(url: str, processes: Processes, timeout: float = 60) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        processes.check()
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit(f"{url} did not answer in {timeout}s")
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    filled = int(width * done / total) if total else 0
+    return "[" + "#" * filled + "-" * (width - filled) + "]"
+
+
+def watch(env: dict[str, str], research_id: str, processes: Processes) -> str:
+    """Show progress until the research ends; returns its status."""
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from research.models import FINISHED_STATUSES
+    from research.snapshot import build_snapshot
+
+    while True:
+        processes.check()
+        snapshot = build_snapshot(research_id)
+        progress = snapshot["progress"]
+        status = snapshot["research"]["status"]
+        line = (
+            f"\r{progress_bar(progress['queries_done'], progress['queries_planned'])} "
+            f"queries {progress['queries_done']}/{progress['queries_planned']} · pages "
+            f"{progress['websites_analysed']} analysed, {progress['websites_failed']} failed of "
+            f"{progress['websites_found']} · {status}   "
+        )
+        print(line, end="", flush=True)
+        if status in FINISHED_STATUSES:
+            print()
+            return status
+        time.sleep(0.5)
+
+
+def main() -> None:
+    var = Path(os.environ.get("DEMO_VAR", ROOT / "var" / "demo")).resolve()
+    var.mkdir(parents=True, exist_ok=True)
+    port = free_port(int(os.environ.get("DEMO_PORT", "8000")))
+    env, mode = configure(var, port)
+    say(f"Mode: {mode}")
+
+    manage(env, "migrate", "--noinput", "-v", "0")
+    if env["DATABASE_URL"].startswith("sqlite") and env.get("CHANNEL_LAYER") == "sqlite":
+        manage(env, "migrate", "--database", "channels", "--noinput", "-v", "0")
+
+    collection = var / "collection"
+    if not any(collection.glob("*")):
+        say("Rendering the demo collection: the Python standard library's documentation, by pydoc")
+        subprocess.run([PY, "scripts/build_demo_collection.py", str(collection)], cwd=ROOT, env=env, check=True)
+    manage(env, "index_documents", str(collection), "--replace")
+
+    password = (var / "demo-password").read_text() if (var / "demo-password").exists() else secrets.token_urlsafe(12)
+    (var / "demo-password").write_text(password)
+    manage(
+        env,
+        "shell",
+        "-c",
+        (
+            "from django.contrib.auth import get_user_model as m; U = m(); "
+            "u = U.objects.filter(username='demo').first() or U(username='demo'); "
+            f"u.set_password({password!r}); u.save()"
+        ),
+    )
+
+    processes = Processes(var)
+    try:
+        processes.start(
+            "daphne", [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "researchsite.asgi:application"], env
+        )
+        processes.start(
+            "worker",
+            [
+                PY,
+                "-m",
+                "celery",
+                "-A",
+                "researchsite",
+                "worker",
+                "-P",
+                "threads",
+                "-c",
+                "8",
+                "-l",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            env,
+        )
+        processes.start(
+            "beat",
+            [PY, "-m", "celery", "-A", "researchsite", "beat", "-l", "WARNING", "-s", str(var / "celerybeat-schedule")],
+            env,
+        )
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/accounts/login/", processes)
+
+        breadth, depth = os.environ.get("DEMO_BREADTH", "2"), os.environ.get("DEMO_DEPTH", "2")
+        prompt = os.environ.get("DEMO_PROMPT", PROMPT)
+        answers = [f"--answer={q}={a}" for q, a in ANSWERS.items()]
+        research_id = manage(
+            env,
+            "start_research",
+            "--user",
+            "demo",
+            "--prompt",
+            prompt,
+            "--breadth",
+            breadth,
+            "--depth",
+            depth,
+            *answers,
+            capture=True,
+        ).splitlines()[-1]
+        say(f"Watch it live: {base}/  (user: demo, password: {password})")
+        say(f"Research {research_id} started: breadth {breadth}, depth {depth}")
+        status = watch(env, research_id, processes)
+
+        from research.models import Document, Research
+
+        research = Research.objects.get(pk=research_id)
+        kind = "report" if status == "completed" else "error_output"
+        document = Document.objects.filter(research=research, kind=kind).first()
+        if document is not None:
+            path = var / ("report.md" if kind == "report" else "error-output.md")
+            path.write_text(document.markdown)
+            say(f"Research {status} with the {research.engine} engine. {path.name}: {path}")
+        if status != "completed":
+            raise SystemExit(f"research {status}: {research.error}")
+        if os.environ.get("DEMO_EXIT") == "1":
+            return
+        say(f"Serving at {base}/ until Ctrl-C.")
+        while True:
+            processes.check()
+            time.sleep(1)
+    except KeyboardInterrupt:
+        print()
+    finally:
+        processes.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""The UI on researches written straight into the database (no workers): the sidebar's groups, the report and
+error-output views, the phone layout, cancelling, resuming a draft, the JavaScript helpers, and the admin under the
+Content-Security-Policy."""
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from research.models import FollowUpQuestion, Research, ResearchStatus
+from tests.browser.conftest import PHONE, screenshot, sign_in
+from tests.browser.seed import seed_research
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHECK_DOM_IS_CLEAN = """() => ({
+  inlineScripts: [...document.scripts].filter((s) => !s.src).length,
+  handlers: [...document.querySelectorAll("*")]
+    .filter((el) => [...el.attributes].some((a) => a.name.startsWith("on"))).length,
+  styled: document.querySelectorAll("[style]").length,
+  badLinks: [...document.querySelectorAll("a[href]")].filter((a) => !/^https?:$/.test(new URL(a.href).protocol)).length,
+})"""
+
+
+def test_sidebar_groups_past_research_by_day_and_shows_ongoing_skeletons(daphne, open_page, user) -> None:  # noqa: ANN001
+    # given research of every age and state
+    now = timezone.now()
+    seed_research(user, "Heat pumps in Nordic winters", "completed", now)
+    seed_research(user, "Grid-scale sodium batteries", "failed", now - timedelta(days=3))
+    seed_research(user, "Small modular reactors", "cancelled", now - timedelta(days=12))
+    seed_research(user, "Perovskite solar cell lifetimes", "completed", now - timedelta(days=90))
+    ongoing = [
+        seed_research(user, "Hydrogen steel making costs", status, now - timedelta(minutes=m))
+        for m, status in ((3, "running"), (2, "queued"), (1, "reporting"))
+    ]
+    # when alice opens the app
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice")
+    # then
+    groups = {
+        "#group-ongoing": ("Ongoing research", 3),
+        "#group-today": ("Today", 1),
+        "#group-week": ("Previous 7 Days", 1),
+        "#group-month": ("Previous 30 Days", 1),
+        "#group-older": ("Older", 1),
+    }
+    for selector, (heading, count) in groups.items():
+        expect(page.locator(f"{selector} .group-title")).to_have_text(heading)
+        expect(page.locator(f"{selector} li")).to_have_count(count)
+    expect(page.locator("#group-today")).to_contain_text("Heat pumps in Nordic winters")
+    expect(page.locator("#group-week")).to_contain_text("Grid-scale sodium batteries")
+    expect(page.locator("#group-week .badge")).to_have_text("Failed")
+    expect(page.locator("#group-month")).to_contain_text("Small modular reactors")
+    expect(page.locator("#group-older")).to_contain_text("Perovskite solar cell lifetimes")
+    for research in ongoing:
+        item = page.locator(f"#group-ongoing a[data-id='{research.pk}']")
+        expect(item.locator(".skeleton .skeleton-bar")).to_have_count(2)
+        expect(item).to_contain_text("Hydrogen steel making costs")
+    bar = page.locator("#group-ongoing .skeleton-bar").first
+    assert bar.evaluate("el => getComputedStyle(el).animationName") == "shimmer"
+    # (before any screenshot: Playwright hides the text caret with style attributes)
+    assert page.evaluate(CHECK_DOM_IS_CLEAN) == {"inlineScripts": 0, "handlers": 0, "styled": 0, "badLinks": 0}
+    screenshot(page, "sidebar", "#sidebar")
+    assert watched.errors == []
+
+
+def test_report_view_renders_the_report_with_citation_links(daphne, open_page, user, fake_web) -> None:  # noqa: ANN001
+    research = seed_research(user, "Heat pumps in Nordic winters", "completed", page_url=fake_web.page_url, report=True)
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    expect(page.locator("#tab-report")).to_have_attribute("aria-selected", "true")
+    report = page.locator("#report-body")
+    expect(report.locator("h1")).to_have_text("Heat pumps in Nordic winters")
+    expect(page.locator("#r-created")).to_contain_text("language model")
+    expect(report.locator("h2", has_text="Sources")).to_be_visible()
+    citations = report.locator("p a")
+    expect(citations).to_have_count(5)
+    expect(citations.first).to_have_text("[1]")
+    for index in range(citations.count()):
+        link = citations.nth(index)
+        assert link.get_attribute("href").startswith(fake_web.url + "/page/report-source-")
+        assert link.get_attribute("target") == "_blank"
+        assert link.get_attribute("rel") == "noopener noreferrer"
+    # a citation opens its page in a new tab
+    with watched.context.expect_page() as opened:
+        citations.first.click()
+    source = opened.value
+    source.wait_for_load_state()
+    assert source.url == fake_web.page_url("report-source-one")
+    assert source.title() == "Report Source One"
+    assert source.evaluate("window.opener") is None
+    # the markdown downloads as report.md
+    with page.expect_download() as download:
+        page.click("#download-report")
+    assert download.value.suggested_filename == "report.md"
+    assert Path(download.value.path()).read_text().startswith("# Heat pumps in Nordic winters")
+    # the live log is one click away and holds the whole history
+    page.click("#tab-log")
+    expect(page.locator("#events li.event")).to_have_count(research.last_event_seq)
+    expect(page.locator("#tree li.q")).to_have_count(4)
+    assert watched.errors == []
+
+
+def test_offline_research_says_so(daphne, open_page, user, fake_web) -> None:  # noqa: ANN001
+    research = seed_research(user, "Python concurrency", "completed", page_url=fake_web.page_url, report=True)
+    Research.objects.filter(pk=research.pk).update(engine="extractive")
+    page = open_page().page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    expect(page.locator("#r-created")).to_contain_text("offline: extractive engine, no language model")
+
+
+def test_failed_research_shows_its_error_output(daphne, open_page, user, fake_web) -> None:  # noqa: ANN001
+    research = seed_research(
+        user, "Grid-scale sodium batteries", "failed", page_url=fake_web.page_url, error_output=True
+    )
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    expect(page.locator("#tab-error")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#tab-report")).to_be_hidden()
+    body = page.locator("#error-body")
+    expect(body.locator("h2", has_text="What went wrong")).to_be_visible()
+    link = body.locator("a")
+    assert link.get_attribute("target") == "_blank" and link.get_attribute("rel") == "noopener noreferrer"
+    expect(page.locator("#r-status")).to_have_text("Failed")
+    expect(page.locator("#download-error")).to_have_attribute("href", f"/api/research/{research.pk}/error-output.md")
+    expect(page.locator("#cancel-button")).to_be_hidden()
+    screenshot(page, "error-output")
+    assert watched.errors == []
+
+
+def test_cancel_stops_a_running_research_and_updates_every_view(daphne, open_page, user) -> None:  # noqa: ANN001
+    research = seed_research(user, "Hydrogen steel making costs", "running")
+    watched = open_page(accept_dialogs=True)
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    expect(page.locator(f"#group-ongoing a[data-id='{research.pk}']")).to_be_visible()
+    expect(page.locator("#events li.event")).to_have_count(research.last_event_seq)
+    page.click("#cancel-button")
+    # the cancellation is recorded, pushed, and shown: status, event, sidebar
+    expect(page.locator("#r-status")).to_have_text("Cancelled")
+    expect(page.locator("#events li.event").first).to_have_attribute("data-type", "research_cancelled")
+    expect(page.locator("#cancel-button")).to_be_hidden()
+    expect(page.locator(f"#group-today a[data-id='{research.pk}']")).to_be_visible()
+    expect(page.locator("#group-ongoing")).to_be_hidden()
+    assert watched.dialogs == ["confirm: Cancel this research? Everything found so far is kept."]
+    assert Research.objects.get(pk=research.pk).status == ResearchStatus.CANCELLED
+
+
+def test_phone_layout_collapses_the_sidebar(daphne, open_page, user) -> None:  # noqa: ANN001
+    running = seed_research(user, "Hydrogen steel making costs", "running")
+    seed_research(user, "Heat pumps in Nordic winters", "completed", report=True)
+    watched = open_page(PHONE)
+    page = watched.page
+    sign_in(page, daphne.url, "alice")
+    sidebar = page.locator("#sidebar")
+    expect(page.locator("#sidebar-toggle")).to_be_visible()
+    expect(sidebar).not_to_be_in_viewport()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.click("#sidebar-toggle")
+    expect(sidebar).to_be_in_viewport()
+    page.wait_for_timeout(300)  # the slide-in transition
+    screenshot(page, "phone-sidebar")
+    page.click(f"#group-ongoing a[data-id='{running.pk}']")
+    expect(sidebar).not_to_be_in_viewport()
+    expect(page.locator("#r-title")).to_have_text("Hydrogen steel making costs")
+    expect(page.locator("#events li.event")).to_have_count(running.last_event_seq)
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, "phone-live-log")
+    assert watched.errors == []
+
+
+def test_unstarted_research_resumes_in_the_start_form(daphne, open_page, user) -> None:  # noqa: ANN001
+    research = Research.objects.create(
+        owner=user, prompt="Tidal power costs", title="Tidal power costs", status=ResearchStatus.AWAITING_ANSWERS
+    )
+    FollowUpQuestion.objects.create(research=research, position=0, question="Which countries?")
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice")
+    page.click(f"#group-today a[data-id='{research.pk}']")
+    expect(page.locator("#r-notice")).to_contain_text("waiting for answers")
+    page.click("#r-notice button")
+    expect(page).to_have_url(daphne.url + "/")
+    expect(page.locator("#answers-form")).to_be_visible()
+    expect(page.locator("#prompt-preview")).to_have_text("Tidal power costs")
+    expect(page.locator("#questions label")).to_have_text(["Which countries?"])
+    # the plan follows breadth and depth
+    for breadth, depth, total in ((4, 3, "20"), (6, 4, "96"), (5, 5, "110"), (1, 1, "1")):
+        page.fill("#breadth", str(breadth))
+        page.fill("#depth", str(depth))
+        expect(page.locator("#plan-total")).to_have_text(total)
+    page.fill("#breadth", "99")
+    expect(page.locator("#plan-total")).to_have_text("–")
+    page.click("#start-button")
+    expect(page.locator("#answers-form .form-error")).to_contain_text("Breadth must be 1 to")
+    assert watched.errors == []
+
+
+def test_start_form_reports_errors(daphne, open_page, user) -> None:  # noqa: ANN001
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice")
+    page.click("#ask-button")
+    expect(page.locator("#prompt-form .form-error")).to_have_text("Describe what you want to research.")
+    page.fill("#prompt", "x" * 20)
+    page.fill("#num-questions", "0")
+    page.click("#ask-button")
+    expect(page.locator("#prompt-form .form-error")).to_contain_text("Choose between 1 and")
+    assert watched.errors == []
+
+
+def test_js_helpers_match_the_spec(daphne, open_page) -> None:  # noqa: ANN001
+    page = open_page().page
+    page.goto(daphne.url + "/accounts/login/")
+    got = page.evaluate(
+        """async () => {
+        const lib = await import("/static/research/js/lib.js");
+        const spec = [[1, 1], [2, 2], [4, 2], [2, 4], [3, 3], [4, 3], [6, 4], [5, 5]];
+        const now = new Date(2026, 4, 20, 0, 30);
+        return {
+          totals: spec.map(([b, d]) => lib.totalQueries(b, d)),
+          levels: lib.queriesPerLevel(6, 4),
+          groups: [new Date(2026, 4, 20, 0, 1), new Date(2026, 4, 19, 23, 59), new Date(2026, 4, 13, 1),
+                   new Date(2026, 4, 12, 23), new Date(2026, 3, 20, 1), new Date(2026, 3, 19, 12)]
+                  .map((d) => lib.dateGroup(d, now)),
+          urls: ["https://a.example/x", "http://b.example", "javascript:alert(1)", "data:text/html,x", "/local"]
+                  .map(lib.webUrl),
+          elapsed: [lib.formatElapsed(65000), lib.formatElapsed(3723000)],
+          event: lib.describeEvent({ type: "website_failed", data: { url: "https://x.example", reason: "timeout" } }),
+        };
+    }"""
+    )
+    assert got["totals"] == [1, 4, 12, 8, 15, 20, 96, 110]
+    assert got["levels"] == [6, 18, 36, 36]
+    assert got["groups"] == ["today", "week", "week", "month", "month", "older"]
+    assert got["urls"] == ["https://a.example/x", "http://b.example/", None, None, None]
+    assert got["elapsed"] == ["01:05", "1:02:03"]
+    assert got["event"] == {"tone": "fail", "text": "Skipped https://x.example: timeout", "detail": ""}
+
+
+def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, open_page) -> None:  # noqa: ANN001
+    # given the page's websocket client wired to a scripted socket
+    page = open_page().page
+    page.goto(daphne.url + "/accounts/login/")
+    got = page.evaluate(
+        """async () => {
+        class Socket {
+          constructor(url) { this.url = url; this.sent = []; this.readyState = 1; this.on = {}; Socket.all.push(this); }
+          addEventListener(type, handler) { (this.on[type] ||= []).push(handler); }
+          send(data) { this.sent.push(JSON.parse(data)); }
+          close() {}
+          emit(type, event) { (this.on[type] || []).forEach((handler) => handler(event)); }
+        }
+        Socket.OPEN = 1;
+        Socket.all = [];
+        window.WebSocket = Socket;
+        const { ResearchFeed } = await import("/static/research/js/live.js");
+        const seqs = [];
+        const feed = new ResearchFeed("abc", {
+          onEvents: (events) => seqs.push(...events.map((e) => e.seq)), onSnapshot: () => {}, onStatus: () => {},
+        }).start();
+        const ws = Socket.all[0];
+        ws.emit("open", {});
+        const push = (message) => ws.emit("message", { data: JSON.stringify(message) });
+        const snapshot = (seq) => ({ research: { last_event_seq: seq } });
+        push({ type: "history", after: 0, events: [{ seq: 1 }, { seq: 2 }], snapshot: snapshot(2) });
+        push({ type: "update", events: [{ seq: 2 }, { seq: 3 }], snapshot: snapshot(3) });  // overlaps
+        push({ type: "update", events: [{ seq: 5 }, { seq: 6 }], snapshot: snapshot(6) });  // 4 was lost
+        push({ type: "update", events: [{ seq: 7 }], snapshot: snapshot(7) });  // still behind: no second ask
+        const asked = [...ws.sent];
+        push({ type: "history", after: 3, events: [4, 5, 6, 7].map((seq) => ({ seq })), snapshot: snapshot(7) });
+        ws.readyState = 3;
+        ws.emit("close", {});
+        await new Promise((resolve) => setTimeout(resolve, 1600));
+        feed.close();
+        return { seqs, asked, sockets: Socket.all.map((s) => new URL(s.url).pathname + new URL(s.url).search) };
+    }"""
+    )
+    # then every event is delivered once, in order; the gap is asked for once; the reconnect asks after seq 7
+    assert got["seqs"] == [1, 2, 3, 4, 5, 6, 7]
+    assert got["asked"] == [{"type": "catch_up", "after": 3}]
+    assert got["sockets"] == ["/ws/research/abc/", "/ws/research/abc/?after=7"]
+
+
+def test_admin_works_under_the_content_security_policy(daphne, open_page, django_user_model, user) -> None:  # noqa: ANN001
+    django_user_model.objects.create_superuser("root", "root@example.com", "a-long-test-password-42")
+    seed_research(user, "Heat pumps in Nordic winters", "completed")
+    watched = open_page()
+    page = watched.page
+    page.goto(daphne.url + "/admin/")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "a-long-test-password-42")
+    page.click("input[type=submit]")
+    expect(page.locator("#site-name")).to_be_visible()
+    page.goto(daphne.url + "/admin/research/research/")
+    expect(page.locator("#result_list")).to_contain_text("Heat pumps in Nordic winters")
+    # the admin's own scripts run: "select all" ticks every row and counts them
+    page.check("#action-toggle")
+    expect(page.locator("input.action-select:checked")).to_have_count(1)
+    expect(page.locator(".action-counter")).to_contain_text("1 of 1 selected")
+    page.locator("#result_list tbody th a").first.click()
+    expect(page).to_have_url(re.compile(r"/admin/research/research/[0-9a-f-]+/change/$"))
+    assert watched.csp_violations == [] and watched.errors == [], watched.failed_requests

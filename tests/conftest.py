@@ -1,0 +1,184 @@
+"""Fixtures: users and API clients, the loopback fakes, and the real Redis of this run."""
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from celery import Task
+from django.conf import settings
+from django.test import Client
+from django.test.utils import override_settings
+
+from tests.fakes import FakeLLM, FakeSearx, FakeWeb
+from tests.fakes.behaviours import ResearchModel
+from tests.processes import WorkerPool, process_env
+
+PASSWORD = "a-long-test-password-42"
+
+
+@pytest.fixture(scope="session")
+def fake_web() -> Iterator[FakeWeb]:
+    with FakeWeb() as web:
+        yield web
+
+
+@pytest.fixture(scope="session")
+def fake_searx(fake_web: FakeWeb) -> Iterator[FakeSearx]:
+    with FakeSearx(web=fake_web) as searx:
+        yield searx
+
+
+@pytest.fixture(scope="session")
+def fake_llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as llm:
+        yield llm
+
+
+@pytest.fixture(scope="session")
+def internet(fake_web: FakeWeb, fake_searx: FakeSearx, fake_llm: FakeLLM) -> Iterator[dict[str, str]]:
+    """Point the app at the fakes for the whole session; yields the settings a subprocess needs."""
+    env = {
+        "OPENAI_BASE_URL": fake_llm.url + "/v1",
+        "SEARXNG_URL": fake_searx.url,
+        "SCRAPE_ALLOWED_PRIVATE_HOSTS": fake_web.host_port,
+        "LLM_TIMEOUT": "10",
+    }
+    overrides = override_settings(
+        OPENAI_BASE_URL=env["OPENAI_BASE_URL"],
+        SEARXNG_URL=env["SEARXNG_URL"],
+        SEARCH_PROVIDERS=["searxng"],
+        RESEARCH_ENGINE="llm",
+        SCRAPE_ALLOWED_PRIVATE_HOSTS=frozenset([fake_web.host_port]),
+        LLM_TIMEOUT=10.0,
+    )
+    overrides.enable()
+    yield env
+    overrides.disable()
+
+
+@pytest.fixture
+def fakes(internet: dict[str, str], fake_web: FakeWeb, fake_searx: FakeSearx, fake_llm: FakeLLM) -> Iterator[None]:
+    """A test that uses the fakes starts with clean switches and logs, and leaves them clean."""
+    for fake in (fake_web, fake_searx, fake_llm):
+        fake.reset()
+    yield
+    for fake in (fake_web, fake_searx, fake_llm):
+        fake.reset()
+
+
+@pytest.fixture
+def redis_conn() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+@pytest.fixture
+def published(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the tasks the code under test queues, recorded instead of sent: unit tests of the API and the
+    sweeper must not hand work to a worker pool that may be running for other tests (the end-to-end tests cover
+    real publishing)."""
+    names: list[str] = []
+
+    def record(task: Task, args: object = None, kwargs: object = None, **options: object) -> None:
+        names.append(task.name)
+
+    monkeypatch.setattr(Task, "apply_async", record)
+    return names
+
+
+def queued_messages(conn: redis.Redis) -> int:
+    """Messages waiting in the Celery queues of this run's Redis db."""
+    return sum(conn.llen(key) for key in conn.scan_iter("celery*") if conn.type(key) == b"list")
+
+
+@pytest.fixture
+def user(django_user_model):  # noqa: ANN001, ANN201
+    return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)
+
+
+@pytest.fixture
+def other_user(django_user_model):  # noqa: ANN001, ANN201
+    return django_user_model.objects.create_user("mallory", "mallory@example.com", PASSWORD)
+
+
+@pytest.fixture
+def api(user) -> Client:  # noqa: ANN001
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def stranger(other_user) -> Client:  # noqa: ANN001
+    client = Client()
+    client.force_login(other_user)
+    return client
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Give this run's Redis db back (the claim key goes with it)."""
+    if not settings.configured:
+        return
+    try:
+        redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    except redis.RedisError:
+        pass
+
+
+# --- The real stack: worker processes against this run's database and Redis --------------------------------
+
+WORKER_ENV = {
+    "SECRET_KEY": "test-secret-key-" + "k" * 40,
+    "LOG_LEVEL": "WARNING",
+    "SCRAPE_DEADLINE": "3",
+    "LLM_TIMEOUT": "10",
+    "LLM_MAX_RETRIES": "3",
+    "SEARCH_MAX_RETRIES": "1",
+    "TASK_MAX_RETRIES": "1",
+    # The limiter stays in the path but does not throttle: the fake web is one host standing in for many, and
+    # tests/test_faults.py tests the limits themselves.
+    "LLM_RATE_LIMIT": "500",
+    "SEARCH_RATE_LIMIT": "500",
+    "SCRAPE_PER_HOST_CONCURRENCY": "32",
+}
+
+
+@pytest.fixture(scope="session")
+def worker_pool(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iterator[WorkerPool]:  # noqa: ANN001
+    """Two Celery worker processes (threads pool) for the whole session."""
+    with django_db_blocker.unblock():
+        pool = WorkerPool(process_env({**WORKER_ENV, **internet}), count=2, concurrency=8).start()
+    yield pool
+    pool.stop()
+
+
+@pytest.fixture
+def workers(worker_pool: WorkerPool, transactional_db: None, redis_conn: redis.Redis) -> Iterator[WorkerPool]:
+    """The worker processes, for one transactional test; they are left idle before the tables are flushed
+    (a worker still reading while Django truncates the tables deadlocks the truncation)."""
+    yield worker_pool
+    settle(redis_conn)
+
+
+def settle(conn: redis.Redis, timeout: float = 30) -> None:
+    """Wait until no task is queued or running and every research's events have been pushed."""
+    from research.models import Research
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = queued_messages(conn) or conn.hlen("unacked")
+        behind = [
+            r
+            for r, seq in Research.objects.values_list("pk", "last_event_seq")
+            if seq and int(conn.get(f"push-seq:{r}") or 0) < seq
+        ]
+        if not busy and not behind:
+            break
+        time.sleep(0.1)
+    time.sleep(2 * settings.PUSH_INTERVAL + 0.2)
+
+
+@pytest.fixture
+def research_model(fakes, fake_llm: FakeLLM) -> ResearchModel:  # noqa: ANN001
+    """The fake model behaving like a working model (see tests/fakes/behaviours.py)."""
+    return ResearchModel(fake_llm).install()

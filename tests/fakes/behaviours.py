@@ -1,0 +1,107 @@
+"""Scripted model behaviours for FakeLLM: a model that does its job plausibly, so the pipeline runs end to end.
+
+- query generator: distinct queries named after their parent (`<parent> / <k>`), top level named by `top_names`;
+- website analyzer: facts whose quotes are real sentences of the page it was shown;
+- report writer: sections citing the numbered sources it was given, with their quotes.
+`fabricate=True` adds a fabricated URL, source number and quote to every answer, to prove they are dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.fakes.llm import FakeLLM, message_text
+
+_COUNT = re.compile(r"Write exactly (\d+) search queries")
+_DEPTH_LINE = re.compile(r"^Depth (\d+) query: (.+)$", re.MULTILINE)
+_SOURCE_LINE = re.compile(r"^\[(\d+)\] (\S+) — ", re.MULTILINE)
+_FINDING_LINE = re.compile(r'^  - (.*) \(quote: "(.*)"\)$', re.MULTILINE)
+_SENTENCE = re.compile(r"[^.!?\n]{20,}[.!?]")
+
+FABRICATED_URL = "https://fabricated.example/made-up-study"
+FABRICATED_QUOTE = "This sentence appears on no page that was ever fetched."
+
+
+def _user_text(body: dict[str, Any]) -> str:
+    return "\n".join(message_text(m) for m in body.get("messages", []) if m.get("role") == "user")
+
+
+@dataclass
+class ResearchModel:
+    """Install with `ResearchModel(fake_llm).install()`; attributes can be changed between tests."""
+
+    llm: FakeLLM
+    top_names: list[str] = field(default_factory=list)
+    fabricate: bool = False
+    facts_per_page: int = 2
+    _counter: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def install(self) -> ResearchModel:
+        self.llm.handlers["serp_queries"] = self.queries
+        self.llm.handlers["website_analysis"] = self.analysis
+        self.llm.handlers["research_report"] = self.report
+        return self
+
+    def _count(self, text: str, schema: dict[str, Any]) -> int:
+        match = _COUNT.search(text)
+        wanted = int(match.group(1)) if match else schema["properties"]["queries"].get("maxItems", 3)
+        array_len = self.llm.array_len
+        if callable(array_len):
+            return max(0, int(array_len("serp_queries", "queries", wanted)))
+        return wanted if array_len is None else int(array_len)
+
+    def queries(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        text = _user_text(body)
+        count = self._count(text, schema)
+        chain = _DEPTH_LINE.findall(text)
+        with self._lock:
+            serial = next(self._counter)
+        if chain:
+            parent = chain[-1][1].strip()
+            names = [f"{parent} / {k + 1}.{serial}" for k in range(count)]
+        else:
+            names = [self.top_names[k] if k < len(self.top_names) else f"topic {k + 1}.{serial}" for k in range(count)]
+        return {"queries": [{"query": name, "objective": f"Find measured figures about {name}"} for name in names]}
+
+    def analysis(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        text = _user_text(body)
+        page = text.split("<<<PAGE", 1)[-1].rsplit("PAGE>>>", 1)[0]
+        sentences = [s.strip() for s in _SENTENCE.findall(page)]
+        facts = [{"fact": f"The page reports: {s}", "quote": s} for s in sentences[: self.facts_per_page]]
+        if self.fabricate:
+            facts.append({"fact": f"A study at {FABRICATED_URL} proves it.", "quote": FABRICATED_QUOTE})
+        return {"facts": facts}
+
+    def report(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        text = _user_text(body)
+        sources = [(int(n), url) for n, url in _SOURCE_LINE.findall(text)]
+        blocks = re.split(r"^\[\d+\] ", text, flags=re.MULTILINE)[1:]
+        findings = {n: _FINDING_LINE.findall(block) for (n, _), block in zip(sources, blocks, strict=False)}
+        sections = []
+        for start in range(0, len(sources), 4):
+            group = sources[start : start + 4]
+            paragraph = []
+            for number, _url in group:
+                for fact, quote in findings.get(number, [])[:2]:
+                    paragraph.append(
+                        {"text": fact, "sources": [number], "quotes": [{"source": number, "quote": quote}]}
+                    )
+            sections.append({"heading": f"Findings {start // 4 + 1}", "paragraphs": [paragraph], "subsections": []})
+        summary = [
+            {"text": "The sources agree on the main figures.", "sources": [n for n, _ in sources[:3]], "quotes": []}
+        ]
+        if self.fabricate:
+            summary.append(
+                {
+                    "text": f"See also [the study]({FABRICATED_URL}) and {FABRICATED_URL} for more.",
+                    "sources": [1],
+                    "quotes": [{"source": 1, "quote": FABRICATED_QUOTE}],
+                }
+            )
+            summary.append({"text": "An invented source supports this.", "sources": [999], "quotes": []})
+        return {"title": "Research report", "summary": summary, "sections": sections}

@@ -1,0 +1,163 @@
+"""Private PostgreSQL and Redis servers on free ports, and a Celery beat process, for fault tests.
+
+Restarting the machine's shared services would disturb everything else on it (../shared/NOTES.md), so tests that
+restart or flush a service start their own, and stop them by PID when done.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+import redis
+
+from tests.processes import ARTIFACTS, ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PrivateRedis:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> PrivateRedis:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url)
+        for _ in range(100):
+            try:
+                client.ping()
+                return self
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("private redis did not start")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self, down_seconds: float = 1.0) -> None:
+        """Kill it (losing everything in it, as --save '' keeps nothing) and start it again on the same port."""
+        self.stop()
+        time.sleep(down_seconds)
+        self.start()
+
+
+class PrivatePostgres:
+    """A throwaway cluster (initdb as the postgres user) on a free port, with trust auth on loopback."""
+
+    BIN = Path("/usr/lib/postgresql") / sorted(os.listdir("/usr/lib/postgresql"))[-1] / "bin"
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="private-pg-"))
+        self.data = self.dir / "data"
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/deepresearch"
+
+    def _as_postgres(self, *command: str) -> None:
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*prefix, *command], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def start(self) -> PrivatePostgres:
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres")
+        self._as_postgres(str(self.BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
+        self._pg_ctl("start")
+        with psycopg.connect(f"postgres://postgres@127.0.0.1:{self.port}/postgres", autocommit=True) as conn:
+            conn.execute("CREATE DATABASE deepresearch")
+        return self
+
+    def _pg_ctl(self, action: str, *extra: str) -> None:
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.dir}"
+        self._as_postgres(
+            str(self.BIN / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-w",
+            "-l",
+            str(self.dir / "log"),
+            action,
+            *extra,
+        )
+
+    def restart(self) -> None:
+        self._pg_ctl("restart", "-m", "fast")
+
+    def stop(self) -> None:
+        try:
+            self._pg_ctl("stop", "-m", "immediate")
+        except subprocess.CalledProcessError:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def query(self, sql: str, *params: object) -> list[tuple]:
+        with psycopg.connect(self.url, connect_timeout=5) as conn:
+            return conn.execute(sql, params).fetchall()
+
+
+class Beat:
+    """`celery beat`, which sends the sweeper task every SWEEP_INTERVAL seconds."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.dir = Path(tempfile.mkdtemp(prefix="beat-"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Beat:
+        ARTIFACTS.mkdir(exist_ok=True)
+        log = open(ARTIFACTS / "beat.log", "ab")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "researchsite",
+                "beat",
+                "-l",
+                "WARNING",
+                "-s",
+                str(self.dir / "schedule"),
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=log,
+        )
+        return self
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for {pid}")

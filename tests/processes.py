@@ -1,0 +1,187 @@
+"""Real processes for end-to-end tests: Celery workers (and later daphne) on this run's PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def database_url() -> str:
+    """The URL of the test database this run created (pytest-django has renamed NAME by now)."""
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def process_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "researchsite.settings",
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+# What a web process needs to serve plain HTTP on loopback (production settings insist on HTTPS).
+PLAIN_HTTP = {
+    "ALLOWED_HOSTS": "127.0.0.1,localhost",
+    "SECURE_SSL_REDIRECT": "false",
+    "SESSION_COOKIE_SECURE": "false",
+    "CSRF_COOKIE_SECURE": "false",
+    "SECURE_HSTS_SECONDS": "0",
+}
+
+
+def celery_app_for(broker_url: str):  # noqa: ANN201 - a celery.Celery
+    """A Celery client bound to another broker (a private Redis), to send tasks and ping workers there."""
+    from celery import Celery
+
+    return Celery("researchsite", broker=broker_url, set_as_current=False)
+
+
+class WorkerPool:
+    """N Celery worker processes (threads pool), started and stopped by the tests."""
+
+    def __init__(self, env: dict[str, str], count: int = 2, concurrency: int = 8, name: str = "w") -> None:
+        self.env, self.count, self.concurrency, self.name = env, count, concurrency, name
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self, ping: bool = True) -> WorkerPool:
+        """Start the processes; with `ping`, wait until each answers (brokers without broadcast cannot ping)."""
+        ARTIFACTS.mkdir(exist_ok=True)
+        for index in range(self.count):
+            log = open(ARTIFACTS / f"worker-{self.name}{index}.log", "ab")  # noqa: SIM115 - closed with the process
+            command = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "researchsite",
+                "worker",
+                "-P",
+                "threads",
+                "-c",
+                str(self.concurrency),
+                "-n",
+                f"{self.name}{index}-{os.getpid()}@%h",
+                "-l",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ]
+            self.processes.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log))
+        if ping:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        from researchsite.celery import app as default_app
+
+        app = default_app
+        if self.env.get("REDIS_URL") != settings.REDIS_URL:
+            app = celery_app_for(self.env["REDIS_URL"])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for process in self.processes:
+                if process.poll() is not None:
+                    raise RuntimeError(f"a worker exited at start with code {process.returncode}; see test-artifacts/")
+            replies = app.control.ping(timeout=0.5) or []
+            names = {name for reply in replies for name in reply}
+            if sum(1 for n in names if n.startswith(f"{self.name}") and f"-{os.getpid()}@" in n) >= self.count:
+                return
+        raise RuntimeError("workers did not answer a ping in time; see test-artifacts/")
+
+    def kill(self, index: int) -> None:
+        """SIGKILL one worker process: no shutdown, no acks, its in-flight tasks are simply gone."""
+        self.processes[index].kill()
+        self.processes[index].wait()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.processes = []
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DaphneServer:
+    """daphne serving the app (HTTP, websockets, static files) on a free loopback port, as in production."""
+
+    def __init__(self, env: dict[str, str], name: str = "daphne") -> None:
+        self.env, self.name = env, name
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, attempts: int = 3) -> DaphneServer:
+        ARTIFACTS.mkdir(exist_ok=True)
+        for _ in range(attempts):
+            self.port = free_port()
+            log = open(ARTIFACTS / f"{self.name}.log", "ab")  # noqa: SIM115 - closed with the process
+            command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+            command.append("researchsite.asgi:application")
+            self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log)
+            if self.wait_ready():
+                return self
+            self.stop()  # most likely the port was taken in between: try another
+        raise RuntimeError(f"daphne did not start; see test-artifacts/{self.name}.log")
+
+    def wait_ready(self, timeout: float = 60) -> bool:
+        import urllib.error
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(self.url + "/accounts/login/", timeout=2) as response:
+                    if response.status == 200:
+                        return True
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        return False
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,164 @@
+"""The local document collection: indexing a folder, full-text search, and the signed links workers fetch."""
+
+import io
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.test.utils import override_settings
+
+from research import collection
+from research.models import CollectionDocument
+from tests.collection_files import PDF_LINES, PDF_TITLE, make_pdf, write_mixed_folder
+from workers.clients import local_documents
+from workers.clients import search as search_client
+
+pytestmark = pytest.mark.django_db
+
+
+def index(folder: Path, *args: str) -> str:
+    out = io.StringIO()
+    call_command("index_documents", str(folder), *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def by_name(name: str) -> CollectionDocument:
+    return CollectionDocument.objects.get(path__endswith=f"/{name}")
+
+
+def test_pdf_library_extracts_a_hand_made_pdf() -> None:
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(make_pdf(PDF_LINES, PDF_TITLE)))
+    assert reader.metadata.title == PDF_TITLE
+    assert reader.pages[0].extract_text().split("\n")[:3] == PDF_LINES
+
+
+def test_index_documents_reads_every_supported_type(tmp_path: Path) -> None:
+    # given a folder of HTML, Markdown (nested), text, PDF and an image
+    files = write_mixed_folder(tmp_path)
+    # when
+    summary = index(tmp_path)
+    # then
+    assert "4 added, 0 updated, 0 unchanged, 0 removed, 1 skipped (unsupported type), 0 failed" in summary
+    html = by_name("heat-pumps.html")
+    assert (html.title, html.content_type) == ("Heat pumps in cold climates", "text/html")
+    assert "seasonal performance factors between 2.5 and 3.2" in " ".join(html.text.split())
+    assert "Home | About" not in html.text and "alert" not in html.text  # navigation and scripts are not text
+    assert html.source.startswith("<!DOCTYPE html>")
+    markdown = by_name("defrost.md")
+    assert (markdown.title, markdown.content_type) == ("Defrosting heat pumps", "text/markdown")
+    assert markdown.path == str(files["markdown"].resolve())
+    text = by_name("ground-source.txt")
+    assert (text.title, text.content_type) == ("Notes on ground-source heat pumps", "text/plain")
+    pdf = by_name("field-study.pdf")
+    assert (pdf.title, pdf.content_type) == (PDF_TITLE, "application/pdf")
+    assert all(line in pdf.text for line in PDF_LINES)
+    assert pdf.search_vector is not None and pdf.terms["pump"] >= 2
+    assert len(pdf.sha256) == 64 and pdf.size == files["pdf"].stat().st_size
+
+
+def test_index_documents_again_is_a_no_op_and_follows_changes(tmp_path: Path) -> None:
+    # given an indexed folder
+    files = write_mixed_folder(tmp_path)
+    index(tmp_path)
+    stamps = dict(CollectionDocument.objects.values_list("path", "indexed_at"))
+    # when nothing changed
+    summary = index(tmp_path)
+    # then nothing is written
+    assert "0 added, 0 updated, 4 unchanged, 0 removed" in summary
+    assert dict(CollectionDocument.objects.values_list("path", "indexed_at")) == stamps
+    # when one file changes and one is deleted
+    files["text"].write_text("Notes\n\nBorehole heat pumps need a drilling permit in most municipalities.\n")
+    files["pdf"].unlink()
+    summary = index(tmp_path)
+    # then
+    assert "0 added, 1 updated, 2 unchanged, 1 removed" in summary
+    assert "drilling permit" in by_name("ground-source.txt").text
+    assert not CollectionDocument.objects.filter(path__endswith="field-study.pdf").exists()
+
+
+def test_index_documents_replace_drops_other_folders(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    write_mixed_folder(first)
+    (second / "only.md").parent.mkdir()
+    (second / "only.md").write_text("# Only\n\nThe one document of the second folder is about borehole drilling.\n")
+    index(first)
+    assert "1 added, 0 updated, 0 unchanged, 0 removed" in index(second)
+    assert CollectionDocument.objects.count() == 5
+    assert "0 added, 0 updated, 1 unchanged, 4 removed" in index(second, "--replace")
+    assert list(CollectionDocument.objects.values_list("title", flat=True)) == ["Only"]
+
+
+def test_index_documents_reports_unreadable_files(tmp_path: Path) -> None:
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    (tmp_path / "empty.md").write_text("   \n")
+    (tmp_path / "good.txt").write_text("A good file about heat pumps in cold climates.\n")
+    errors = io.StringIO()
+    call_command("index_documents", str(tmp_path), stdout=io.StringIO(), stderr=errors)
+    assert CollectionDocument.objects.count() == 1
+    assert "broken.pdf" in errors.getvalue() and "empty.md: no text in it" in errors.getvalue()
+
+
+@pytest.fixture
+def heat_pump_collection(tmp_path: Path) -> dict[str, Path]:
+    files = write_mixed_folder(tmp_path)
+    index(tmp_path)
+    return files
+
+
+@pytest.mark.parametrize("ranking", ["postgres", "python"])
+def test_search_ranks_the_best_document_first(heat_pump_collection, ranking: str, monkeypatch) -> None:  # noqa: ANN001
+    if ranking == "python":  # the SQLite (embedded) path, on the same rows
+        monkeypatch.setattr(collection, "rank_documents", collection.rank_in_python)
+        monkeypatch.setattr(local_documents, "rank_documents", collection.rank_in_python)
+    with override_settings(APP_BASE_URL="http://app.test:8000/"):
+        defrost = local_documents.search("defrost cycle ice on the outdoor coil", 7)
+        boreholes = local_documents.search("boreholes ground temperature", 2)
+        nothing = local_documents.search("quantum chromodynamics", 7)
+        stopwords = local_documents.search("what is the", 7)
+    assert [r.title for r in defrost][0] == "Defrosting heat pumps"
+    assert "defrost" in defrost[0].snippet.lower()
+    assert [r.title for r in boreholes][0] == "Notes on ground-source heat pumps"
+    assert len(boreholes) <= 2
+    assert nothing == [] and stopwords == []
+    document = by_name("defrost.md")
+    assert defrost[0].url == f"http://app.test:8000/collection/{document.pk}/{collection.signature(document.pk)}/"
+    assert len({r.url for r in defrost}) == len(defrost)
+
+
+def test_search_mixes_in_documents_with_the_web(heat_pump_collection, monkeypatch) -> None:  # noqa: ANN001
+    from workers.clients import searxng
+    from workers.clients.searxng import SearchResult
+
+    web = [SearchResult(f"http://web.test/{i}", f"web {i}", "") for i in range(7)]
+    monkeypatch.setattr(searxng, "search", lambda query, limit: web[:limit])
+    with override_settings(SEARCH_PROVIDERS=["searxng", "local"], SEARCH_RESULTS_PER_QUERY=7):
+        results = search_client.search("heat pumps cold climates")
+    assert len(results) == 7
+    assert results[0].url == web[0].url and "/collection/" in results[1].url
+    assert sum("/collection/" in r.url for r in results) == 3  # the collection has 4 documents; 7 places
+
+
+def test_view_serves_documents_by_signed_link_without_login(heat_pump_collection) -> None:  # noqa: ANN001
+    anonymous = Client()
+    html, markdown, pdf = by_name("heat-pumps.html"), by_name("defrost.md"), by_name("field-study.pdf")
+
+    def get(document: CollectionDocument, signature: str | None = None):  # noqa: ANN202
+        return anonymous.get(f"/collection/{document.pk}/{signature or collection.signature(document.pk)}/")
+
+    response = get(html)
+    assert response.status_code == 200 and response["Content-Type"] == "text/html; charset=utf-8"
+    assert response.content.decode() == html.source
+    assert response["Content-Security-Policy"].startswith("sandbox")  # the user's markup runs no script here
+    response = get(markdown)
+    assert response["Content-Type"] == "text/plain; charset=utf-8" and response.content.decode() == markdown.text
+    response = get(pdf)
+    assert response["Content-Type"] == "text/plain; charset=utf-8" and PDF_LINES[1] in response.content.decode()
+    # a bad, foreign or missing signature, or a missing document, is a 404
+    assert get(markdown, "not-the-signature").status_code == 404
+    assert get(markdown, collection.signature(html.pk)).status_code == 404
+    assert anonymous.get(f"/collection/{markdown.pk}//").status_code == 404
+    assert get(CollectionDocument(pk=99999)).status_code == 404
+    assert anonymous.post(f"/collection/{markdown.pk}/{collection.signature(markdown.pk)}/").status_code in (403, 405)

@@ -1,0 +1,90 @@
+"""`make demo DEMO_EXIT=1` (scripts/demo.py) completes a breadth-2, depth-2 research offline, on PostgreSQL + Redis
+when they answer and on the embedded defaults when they do not; every citation of its report is a document of the
+collection and every quote appears in that document."""
+
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.private_services import PrivateRedis, free_port
+from tests.processes import ROOT
+
+pytestmark = pytest.mark.slow
+
+CITATION = re.compile(r"\]\((http://127\.0\.0\.1:\d+/collection/(\d+)/[^/)]+/)\)")
+QUOTED = re.compile(r"“([^”]+)”")
+
+
+def run_demo(var: Path, extra: dict[str, str]) -> str:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST", "DJANGO_SETTINGS"))}
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SEARXNG_URL", "SECRET_KEY", "DEEPRESEARCH_TEST_RUN"):
+        env.pop(key, None)  # a fresh machine: no model, no search engine
+    env.update({"DEMO_EXIT": "1", "DEMO_VAR": str(var), "DEMO_PORT": str(free_port()), **extra})
+    result = subprocess.run(
+        [sys.executable, "scripts/demo.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def check_report(var: Path, documents: dict[int, str]) -> None:
+    """Every citation resolves to a collection document; every quote appears in the document it cites."""
+    report = (var / "report.md").read_text()
+    assert report.startswith("# ") and "Offline research: written by the extractive engine" in report
+    cited = CITATION.findall(report)
+    assert len(cited) >= 5
+    for _, document_id in cited:
+        assert int(document_id) in documents, document_id
+    sources = report.split("## Sources", 1)[1]
+    quotes = 0
+    for line in sources.strip().splitlines():
+        match = CITATION.search(line)
+        assert match, line
+        text = " ".join(documents[int(match.group(2))].split())
+        for quote in QUOTED.findall(line):
+            assert " ".join(quote.split()) in text, quote
+            quotes += 1
+    assert quotes >= 5
+
+
+def test_demo_on_postgresql_and_redis(tmp_path) -> None:  # noqa: ANN001
+    redis_server = PrivateRedis().start()  # its own broker: the test run's workers must not take its tasks
+    name = f"test_demo_{os.getpid()}"
+    url = f"postgres://postgres@127.0.0.1:5432/{name}"
+    try:
+        output = run_demo(tmp_path, {"DATABASE_URL": url, "REDIS_URL": redis_server.url})
+        assert f"Mode: PostgreSQL ({name}) and Redis" in output
+        assert "Research completed with the extractive engine" in output
+        with psycopg.connect(url) as conn:
+            documents = dict(conn.execute("select id, text from research_collectiondocument").fetchall())
+            statuses = conn.execute("select status, breadth, depth from research_research").fetchall()
+            queries = conn.execute("select count(*) from research_serpquery where status = 'done'").fetchone()[0]
+        assert statuses == [("completed", 2, 2)] and queries == 4
+        check_report(tmp_path, documents)
+    finally:
+        redis_server.stop()
+        with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+            conn.execute(f'drop database if exists "{name}" with (force)')
+
+
+def test_demo_on_embedded_defaults_when_services_do_not_answer(tmp_path) -> None:  # noqa: ANN001
+    closed = free_port()  # nothing listens there: as if PostgreSQL and Redis were stopped
+    output = run_demo(
+        tmp_path,
+        {
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:{closed}/deepresearch",
+            "REDIS_URL": f"redis://127.0.0.1:{closed}/0",
+        },
+    )
+    assert "Mode: embedded: SQLite (WAL), the filesystem broker and the channels-lite layer" in output
+    database = sqlite3.connect(tmp_path / "db.sqlite3")
+    documents = dict(database.execute("select id, text from research_collectiondocument").fetchall())
+    assert database.execute("select status from research_research").fetchall() == [("completed",)]
+    assert database.execute("select count(*) from research_serpquery where status = 'done'").fetchone()[0] == 4
+    check_report(tmp_path, documents)

@@ -1,0 +1,34 @@
+"""Configuration docs stay true: every variable the settings read is in .env.example and the README."""
+
+import re
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def settings_variables() -> set[str]:
+    source = (ROOT / "researchsite/settings.py").read_text()
+    names = set(re.findall(r'env_\w+\(\s*"([A-Z0-9_]+)"', source))
+    return names | {f"LLM_MODEL_{agent.upper()}" for agent in settings.LLM_AGENT_MODELS}
+
+
+def test_every_setting_is_documented() -> None:
+    env_example = (ROOT / ".env.example").read_text()
+    readme = (ROOT / "README.md").read_text()
+    documented = set(re.findall(r"^([A-Z0-9_]+)=", env_example, re.MULTILINE))
+    variables = settings_variables()
+    assert "DATABASE_URL" in variables and "LLM_MODEL_REPORT_WRITER" in variables
+    assert variables - documented == set()
+    assert {v for v in variables if f"`{v}`" not in readme} == set()
+
+
+def test_readme_config_table_matches_env_example() -> None:
+    import subprocess
+    import sys
+
+    generated = subprocess.run(
+        [sys.executable, "scripts/config_table.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert generated in (ROOT / "README.md").read_text()

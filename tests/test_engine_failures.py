@@ -1,0 +1,139 @@
+"""The engine under failure: bad pages, SSRF attempts, a dead search engine, a fabricating or faulty model."""
+
+import pytest
+
+from research.models import Document, Extract, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from tests.e2e import start_research, wait_finished
+from tests.fakes import Canary
+from tests.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_bad_pages_fail_with_reasons_and_research_completes(api, workers, research_model, fake_web, fake_searx) -> None:  # noqa: ANN001
+    # given one good page among pages that fail in every way
+    bad = {
+        "/status/404": "http_error",
+        "/status/500": "http_error",
+        "/slow?seconds=8": "timeout",
+        "/huge?mb=50": "too_large",
+        "/binary": "content_type",
+        "/redirect-loop": "too_many_redirects",
+    }
+    fake_searx.results_for = lambda q: [fake_web.url + path for path in bad] + [fake_web.page_url("solar-cells")]
+    # when
+    research = wait_finished(start_research(api, 1, 1))
+    # then
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    websites = {w.url.removeprefix(fake_web.url): w for w in Website.objects.filter(research=research)}
+    for path, reason in bad.items():
+        assert websites[path].status == WebsiteStatus.FAILED, path
+        assert websites[path].failure_reason == reason, (path, websites[path].error)
+        assert websites[path].error
+    assert websites["/page/solar-cells"].status == WebsiteStatus.ANALYZED
+    assert websites["/status/404"].http_status == 404
+    failed_events = research.events.filter(type="website_failed").count()
+    assert failed_events == len(bad)
+
+
+def test_ssrf_targets_are_refused_and_canary_gets_nothing(api, workers, research_model, fake_web, fake_searx) -> None:  # noqa: ANN001
+    with Canary() as canary:
+        # given search results that point at private and loopback addresses in many spellings (six plus one
+        # good page: a query keeps 7 results; tests/test_fetch.py covers more spellings)
+        port = canary.port
+        targets = [
+            f"http://127.0.0.1:{port}/",
+            "http://10.0.0.1/",
+            "http://169.254.169.254/latest/meta-data/",
+            f"http://2130706433:{port}/",
+            f"http://[::ffff:127.0.0.1]:{port}/",
+            f"{fake_web.url}/redirect?to=http://127.0.0.1:{port}/",
+            "file:///etc/passwd",
+        ]
+        fake_searx.results_for = lambda q: [*targets, fake_web.page_url("wind-power")]
+        # when
+        research = wait_finished(start_research(api, 1, 1))
+        # then
+        assert research.status == ResearchStatus.COMPLETED, research.error
+        websites = {w.url: w for w in Website.objects.filter(research=research)}
+        assert "file:///etc/passwd" not in websites  # not even stored: only http(s) results are kept
+        for url in targets[:-1]:
+            assert websites[url].status == WebsiteStatus.FAILED, url
+            assert websites[url].failure_reason == "blocked_address", (url, websites[url].error)
+        assert websites[fake_web.page_url("wind-power")].status == WebsiteStatus.ANALYZED
+        assert canary.hits == 0
+
+
+def test_search_down_fails_research_with_complete_error_output(
+    api, workers, research_model, fake_web, fake_searx
+) -> None:  # noqa: ANN001
+    # given a search engine that answers the top-level queries, then breaks for good
+    def results(query: str) -> list[str]:
+        if " / " in query:
+            raise RuntimeError("search engine crashed")
+        return [fake_web.page_url("geothermal"), fake_web.url + "/status/404"]
+
+    fake_searx.results_for = results
+    # when
+    research = wait_finished(start_research(api, 2, 2))
+    # then
+    assert research.status == ResearchStatus.FAILED
+    assert "search engine" in research.error
+    output = Document.objects.get(research=research, kind="error_output").markdown
+    for heading in (
+        "## What went wrong",
+        "## Impact",
+        "## Progress",
+        "## Queries and their states",
+        "## Pages scraped, with their extracts and citations",
+        "## Pages that failed",
+    ):
+        assert heading in output
+    assert "HTTP 500" in output
+    assert fake_web.page_url("geothermal") in output
+    extract = Extract.objects.filter(research=research).first()
+    assert extract is not None and extract.quote in output
+    assert f"{fake_web.url}/status/404 — http_error" in output
+    assert "[done]" in output and "[failed]" in output
+    assert not Document.objects.filter(research=research, kind="report").exists()
+    types = list(research.events.values_list("type", flat=True))
+    assert "serp_query_failed" in types and types[-1] == "research_failed"
+    assert not SerpQuery.objects.filter(research=research, status__in=["pending", "searching", "scraping"]).exists()
+    response = api.get(f"/api/research/{research.pk}/error-output.md")
+    assert response.status_code == 200 and response.content.decode() == output
+
+
+def test_fabricated_urls_and_quotes_do_not_survive(api, workers, research_model) -> None:  # noqa: ANN001
+    # given a model that invents a source URL, a source number and a quote in every answer
+    research_model.fabricate = True
+    # when
+    research = wait_finished(start_research(api, 1, 1))
+    # then
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    report = Document.objects.get(research=research, kind="report")
+    assert FABRICATED_URL not in report.markdown
+    assert FABRICATED_QUOTE not in report.markdown
+    assert "fabricated.example" not in report.markdown
+    assert not Extract.objects.filter(research=research, quote=FABRICATED_QUOTE).exists()
+    assert not Extract.objects.filter(research=research, fact__contains="fabricated.example").exists()
+    assert report.stats["citations_dropped"] >= 3 and report.stats["quotes_dropped"] >= 1
+    research.refresh_from_db()
+    assert research.quotes_dropped >= 7  # one invented quote per analysed page
+    analysed = set(Website.objects.filter(research=research, status="analyzed").values_list("url", flat=True))
+    from workers.pipeline.citations import cited_urls
+
+    assert set(cited_urls(report.markdown)) <= analysed
+
+
+def test_model_429_500_and_invalid_json_are_retried(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+    # given a model that rate-limits, errors and talks nonsense once each, early in the research
+    fake_llm.fail_next(1, status=429, retry_after=0.5)
+    fake_llm.fail_next(1, status=500)
+    fake_llm.invalid_json_next(1)
+    fake_llm.fail_next(1, status=429, retry_after=0.2)
+    # when
+    research = wait_finished(start_research(api, 2, 2))
+    # then
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert fake_llm.pending_faults() == 0
+    assert Document.objects.filter(research=research, kind="report").count() == 1

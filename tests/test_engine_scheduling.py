@@ -1,0 +1,110 @@
+"""Scheduling on the real stack: no level barrier, exactly-once under duplicates, cancel, time budget, scale."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from research.models import Document, Event, Research, ResearchStatus, SerpQuery, Website
+from research.planning import total_queries
+from tests.e2e import start_research, wait_finished
+from workers import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_child_of_fast_branch_starts_before_slow_sibling_finishes(api, workers, research_model, fake_searx) -> None:  # noqa: ANN001
+    # given two top-level queries, one of which the search engine answers slowly
+    research_model.top_names = ["slow branch", "fast branch"]
+    fake_searx.delays = [("slow branch", 4.0)]
+    # when
+    research = wait_finished(start_research(api, 2, 2))
+    # then
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    slow = SerpQuery.objects.get(research=research, depth=1, query="slow branch")
+    fast = SerpQuery.objects.get(research=research, depth=1, query="fast branch")
+    fast_child = SerpQuery.objects.filter(parent=fast).order_by("created_at").first()
+    assert fast_child is not None
+    assert fast.finished_at < slow.finished_at
+    assert fast_child.created_at < slow.finished_at
+
+
+def test_duplicate_deliveries_change_nothing(api, workers, research_model) -> None:  # noqa: ANN001
+    # given a running research whose every task we deliver again, over and over, while it runs
+    research_id = start_research(api, 3, 2)
+    while Research.objects.get(pk=research_id).status not in ("completed", "failed"):
+        tasks.start_research_task.delay(research_id)
+        tasks.plan_queries_task.delay(research_id, None)
+        tasks.write_report_task.delay(research_id)
+        for query_id in SerpQuery.objects.filter(research_id=research_id).values_list("pk", flat=True):
+            tasks.run_query_task.delay(query_id)
+            tasks.plan_queries_task.delay(research_id, query_id)
+        for website_id in Website.objects.filter(research_id=research_id).values_list("pk", flat=True):
+            tasks.scrape_website_task.delay(website_id)
+            tasks.analyze_website_task.delay(website_id)
+        time.sleep(0.3)
+    research = wait_finished(research_id)
+    time.sleep(2)  # let the last duplicates drain
+    # then
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert SerpQuery.objects.filter(research=research).count() == total_queries(3, 2)
+    assert Document.objects.filter(research=research, kind="report").count() == 1
+    events = list(Event.objects.filter(research=research).order_by("seq").values_list("seq", "type"))
+    assert [seq for seq, _ in events] == list(range(1, len(events) + 1))
+    types = [t for _, t in events]
+    assert types.count("report_writing_start") == 1 and types.count("report_writing_successful") == 1
+    assert types.count("research_started") == 1
+    assert types.count("new_serp_query") == total_queries(3, 2)
+    assert types.count("got_websites_from_serp_query") == total_queries(3, 2)
+    websites = Website.objects.filter(research=research).count()
+    assert types.count("analyzed_a_website") + types.count("website_failed") == websites
+
+
+def test_cancel_stops_queued_work(api, workers, research_model, fake_searx) -> None:  # noqa: ANN001
+    # given a research slowed down so that it is mid-way when cancelled
+    fake_searx.delay = 0.5
+    research_id = start_research(api, 3, 3)
+    deadline = time.monotonic() + 30
+    while not Website.objects.filter(research_id=research_id).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # when
+    response = api.post(f"/api/research/{research_id}/cancel")
+    # then
+    assert response.status_code == 200
+    time.sleep(3)
+    research = Research.objects.get(pk=research_id)
+    assert research.status == ResearchStatus.CANCELLED
+    assert SerpQuery.objects.filter(research=research).count() < total_queries(3, 3)
+    assert not SerpQuery.objects.filter(research=research, status__in=["pending", "searching", "scraping"]).exists()
+    assert not Website.objects.filter(research=research, status__in=["pending", "scraping", "analyzing"]).exists()
+    assert not Document.objects.filter(research=research).exists()
+    cancelled_seq = Event.objects.get(research=research, type="research_cancelled").seq
+    assert not Event.objects.filter(research=research, seq__gt=cancelled_seq, type="new_serp_query").exists()
+
+
+def test_time_budget_fails_research_with_error_output(api, workers, research_model, fake_searx) -> None:  # noqa: ANN001
+    # given a research that has (as far as the database says) been running for longer than its budget
+    fake_searx.delay = 0.5
+    research_id = start_research(api, 2, 3)
+    deadline = time.monotonic() + 30
+    while not SerpQuery.objects.filter(research_id=research_id).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    Research.objects.filter(pk=research_id).update(started_at=timezone.now() - timedelta(hours=3))
+    # when
+    research = wait_finished(research_id)
+    # then
+    assert research.status == ResearchStatus.FAILED
+    assert "time budget" in research.error
+    output = Document.objects.get(research=research, kind="error_output")
+    assert output.stats["reason"] == "time_budget"
+    assert "## Queries and their states" in output.markdown
+
+
+@pytest.mark.slow
+def test_breadth_5_depth_5_completes_with_110_queries(api, workers, research_model) -> None:  # noqa: ANN001
+    research = wait_finished(start_research(api, 5, 5), timeout=600)
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert SerpQuery.objects.filter(research=research, status="done").count() == 110
+    assert Document.objects.filter(research=research, kind="report").count() == 1
+    assert Website.objects.filter(research=research).count() == 110 * 7

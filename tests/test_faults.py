@@ -1,0 +1,361 @@
+"""Fault injection on real processes: killed workers, restarted or emptied Redis, restarted PostgreSQL, a
+rate-limiting model, hostile pages, leaked secrets. Each test runs its own workers and beat (the sweeper) on a
+private Redis, so restarting or flushing it disturbs nothing else."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from research.models import (
+    Document,
+    Event,
+    FollowUpQuestion,
+    QueryStatus,
+    Research,
+    ResearchStatus,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
+from research.planning import total_queries
+from research.snapshot import build_snapshot
+from tests.conftest import WORKER_ENV
+from tests.e2e import wait_finished
+from tests.fakes import Canary
+from tests.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
+from tests.processes import ARTIFACTS, ROOT, WorkerPool, celery_app_for, process_env
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+RECOVERY_ENV = {"LEASE_SECONDS": "4", "SWEEP_INTERVAL": "1", "MAX_ATTEMPTS": "5", "REPORT_LEASE_SECONDS": "20"}
+UNFINISHED_QUERY = [QueryStatus.PENDING, QueryStatus.SEARCHING, QueryStatus.SCRAPING]
+UNFINISHED_WEBSITE = [WebsiteStatus.PENDING, WebsiteStatus.SCRAPING, WebsiteStatus.ANALYZING]
+
+
+@dataclass
+class Stack:
+    redis: PrivateRedis
+    pool: WorkerPool
+    beat: Beat
+
+    @property
+    def app(self):  # noqa: ANN201
+        return celery_app_for(self.redis.url)
+
+    def start(self, owner, breadth: int, depth: int) -> str:  # noqa: ANN001
+        """Queue a research the way the API does, on this stack's broker."""
+        research = Research.objects.create(
+            owner=owner,
+            prompt="How do heat pumps perform in cold climates?",
+            title="Heat pumps",
+            status=ResearchStatus.QUEUED,
+            breadth=breadth,
+            depth=depth,
+            num_questions=1,
+            claimed_at=timezone.now(),
+        )
+        FollowUpQuestion.objects.create(research=research, position=0, question="Which climates?", answer="Nordic")
+        self.app.send_task("workers.tasks.start_research_task", args=[str(research.pk)])
+        return str(research.pk)
+
+
+def make_stack(internet: dict[str, str], extra: dict[str, str] | None = None, workers: int = 2) -> Stack:
+    private = PrivateRedis().start()
+    env = process_env({**WORKER_ENV, **internet, **RECOVERY_ENV, "REDIS_URL": private.url, **(extra or {})})
+    pool = WorkerPool(env, count=workers, concurrency=6, name=f"f{uuid.uuid4().hex[:4]}").start()
+    return Stack(private, pool, Beat(env).start())
+
+
+@pytest.fixture
+def stack(internet, transactional_db, research_model) -> Iterator[Stack]:  # noqa: ANN001
+    built = make_stack(internet)
+    yield built
+    built.beat.stop()
+    built.pool.stop()
+    built.redis.stop()
+
+
+def wait_until(predicate, timeout: float = 60, message: str = "condition") -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {message}")
+
+
+def assert_complete_and_exact(research_id: str, breadth: int, depth: int) -> None:
+    research = Research.objects.get(pk=research_id)
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert SerpQuery.objects.filter(research=research, status=QueryStatus.DONE).count() == total_queries(breadth, depth)
+    assert SerpQuery.objects.filter(research=research).count() == total_queries(breadth, depth)
+    assert Document.objects.filter(research=research, kind="report").count() == 1
+    assert not SerpQuery.objects.filter(research=research, status__in=UNFINISHED_QUERY).exists()
+    assert not Website.objects.filter(research=research, status__in=UNFINISHED_WEBSITE).exists()
+
+
+def test_kill_9_worker_mid_research(stack, user, fake_llm, fake_searx) -> None:  # noqa: ANN001
+    # given a research in full flight on two workers
+    fake_llm.delays["website_analysis"] = 0.4
+    fake_searx.delay = 0.2
+    research_id = stack.start(user, 3, 2)
+    wait_until(
+        lambda: Website.objects.filter(research_id=research_id, status="analyzing").count() >= 3,
+        message="analyses in flight",
+    )
+    active = stack.app.control.inspect(timeout=2).active() or {}
+    busy = [
+        i
+        for i, _ in enumerate(stack.pool.processes)
+        if any(name.startswith(f"{stack.pool.name}{i}-") and tasks for name, tasks in active.items())
+    ]
+    assert busy, f"no worker had a task in flight: {active}"
+    # when one of them is killed with SIGKILL while working
+    stack.pool.kill(busy[0])
+    # then the other one and the sweeper finish the research exactly
+    wait_finished(research_id, timeout=180)
+    assert_complete_and_exact(research_id, 3, 2)
+    assert Event.objects.filter(research_id=research_id, type="report_writing_start").count() == 1
+
+
+def test_redis_restart_mid_research(stack, user, fake_llm) -> None:  # noqa: ANN001
+    fake_llm.delays["website_analysis"] = 0.3
+    research_id = stack.start(user, 3, 2)
+    wait_until(lambda: Website.objects.filter(research_id=research_id).count() >= 7, message="websites")
+    # when Redis goes away with every queued and unacknowledged message in it
+    stack.redis.restart(down_seconds=2)
+    # then
+    wait_finished(research_id, timeout=180)
+    assert_complete_and_exact(research_id, 3, 2)
+
+
+def test_queued_messages_deleted_mid_research(stack, user, fake_llm) -> None:  # noqa: ANN001
+    fake_llm.delays["website_analysis"] = 0.3
+    research_id = stack.start(user, 3, 2)
+    wait_until(lambda: Website.objects.filter(research_id=research_id).count() >= 7, message="websites")
+    client = redis.Redis.from_url(stack.redis.url)
+    deleted = client.delete("celery", "unacked", "unacked_index")
+    assert deleted >= 1
+    wait_finished(research_id, timeout=180)
+    assert_complete_and_exact(research_id, 3, 2)
+
+
+def test_postgres_restart_mid_research(internet, research_model, fake_llm) -> None:  # noqa: ANN001
+    # given a whole private stack: its own PostgreSQL, Redis, workers and beat
+    postgres = PrivatePostgres().start()
+    private = PrivateRedis().start()
+    env = process_env(
+        {**WORKER_ENV, **internet, **RECOVERY_ENV, "REDIS_URL": private.url, "DATABASE_URL": postgres.url}
+    )
+    manage = [sys.executable, "manage.py"]
+    pool = beat = None
+    try:
+        subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+        subprocess.run(
+            [*manage, "createsuperuser", "--noinput", "--username", "pg", "--email", "pg@example.com"],
+            cwd=ROOT,
+            env={**env, "DJANGO_SUPERUSER_PASSWORD": "pw-long-enough-42"},
+            check=True,
+        )
+        pool = WorkerPool(env, count=2, concurrency=6, name="pg").start()
+        beat = Beat(env).start()
+        fake_llm.delays["website_analysis"] = 0.3
+        research_id = subprocess.run(
+            [*manage, "start_research", "--user", "pg", "--prompt", "Heat pumps", "--breadth", "3", "--depth", "2"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+        def count(sql: str) -> int:
+            return postgres.query(sql, research_id)[0][0]
+
+        wait_until(
+            lambda: count("select count(*) from research_website where research_id = %s") >= 7, message="websites"
+        )
+        # when PostgreSQL restarts under the workers
+        postgres.restart()
+        # then the research ends (completed, or failed with an error output) and nothing is left running
+        wait_until(
+            lambda: (
+                postgres.query("select status from research_research where id = %s", research_id)[0][0]
+                in ("completed", "failed")
+            ),
+            timeout=180,
+            message="research to end",
+        )
+        status = postgres.query("select status from research_research where id = %s", research_id)[0][0]
+        kind = "report" if status == "completed" else "error_output"
+        assert count(f"select count(*) from research_document where research_id = %s and kind = '{kind}'") == 1
+        assert (
+            count(
+                "select count(*) from research_serpquery where research_id = %s "
+                "and status in ('pending', 'searching', 'scraping')"
+            )
+            == 0
+        )
+        assert (
+            count(
+                "select count(*) from research_website where research_id = %s "
+                "and status in ('pending', 'scraping', 'analyzing')"
+            )
+            == 0
+        )
+        if status == "completed":
+            assert count("select count(*) from research_serpquery where research_id = %s") == total_queries(3, 2)
+    finally:
+        for process in (beat, pool):
+            if process is not None:
+                process.stop()
+        private.stop()
+        postgres.stop()
+
+
+def test_rate_limiter_holds_across_workers_with_half_the_calls_429(
+    internet, transactional_db, research_model, user, fake_llm
+) -> None:  # noqa: ANN001
+    # given two workers sharing a limit of 5 model calls a second, and a model answering 429 to every other call
+    limit = 5
+    built = make_stack(internet, {"LLM_RATE_LIMIT": str(limit), "LLM_MAX_RETRIES": "8"})
+    try:
+        fake_llm.fail_every(2, status=429, retry_after=0)
+        # when
+        research_id = built.start(user, 2, 2)
+        wait_finished(research_id, timeout=240)
+    finally:
+        built.beat.stop()
+        built.pool.stop()
+        built.redis.stop()
+    # then it completed, and no one-second window saw more calls than the limit
+    assert_complete_and_exact(research_id, 2, 2)
+    times = sorted(r.time for r in fake_llm.requests if r.path.endswith("/chat/completions"))
+    assert len(times) > 20
+    # Calls are admitted by Redis time but logged on arrival, and on a loaded 2-core machine an arrival can lag
+    # its admission by a second or more; so bursts are judged over five seconds, with two calls of slack.
+    busiest = max(sum(1 for t in times[i:] if t - start < 5.0) for i, start in enumerate(times))
+    assert busiest <= 5 * limit + 2, f"{busiest} calls within five seconds"
+    mean_rate = (len(times) - 1) / (times[-1] - times[0])
+    assert mean_rate <= limit, f"{mean_rate:.1f} calls a second on average"
+
+
+def test_hostile_pages_cost_nothing(stack, user, fake_web, fake_searx) -> None:  # noqa: ANN001
+    with Canary() as canary:
+        # given search results that are all hostile in a different way
+        hostile = [
+            "/drip?seconds=30",
+            "/huge?mb=50",
+            "/gzip-bomb",
+            "/redirect-loop",
+            f"/redirect?to=http://127.0.0.1:{canary.port}/",
+            "/pdf",
+            "/binary",
+        ]
+        fake_searx.results_for = lambda q: (
+            [fake_web.url + path for path in hostile] if "1." in q else [fake_web.url + "/hostile"]
+        )
+        before = [peak_rss_mb(p.pid) for p in stack.pool.processes]
+        # when
+        research_id = stack.start(user, 2, 1)
+        wait_finished(research_id, timeout=120)
+        # then
+        assert_complete_and_exact(research_id, 2, 1)
+        statuses = dict(Website.objects.filter(research_id=research_id).values_list("url", "failure_reason"))
+        assert all(statuses[fake_web.url + path] for path in hostile), statuses
+        assert statuses[fake_web.url + "/hostile"] == ""  # analysed: its text is data, not instructions
+        report = Document.objects.get(research_id=research_id, kind="report").markdown
+        assert "evil.example" not in report and "<script" not in report
+        after = [peak_rss_mb(p.pid) for p in stack.pool.processes]
+        assert max(after) < 600, f"worker peak memory {after} MB (before {before})"
+        assert canary.hits == 0
+
+
+def test_openai_key_never_leaks(internet, transactional_db, research_model, user, api) -> None:  # noqa: ANN001
+    # given workers holding a recognisable key, logging at INFO
+    key = f"sk-canary-{uuid.uuid4().hex}"
+    built = make_stack(internet, {"OPENAI_API_KEY": key, "LOG_LEVEL": "INFO"})
+    seen_in_broker: list[bytes] = []
+    stop = threading.Event()
+    client = redis.Redis.from_url(built.redis.url)
+
+    def watch_broker() -> None:  # every message published or in flight, as Flower would show it
+        while not stop.is_set():
+            seen_in_broker.extend(client.lrange("celery", 0, -1))
+            seen_in_broker.extend(client.hvals("unacked"))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch_broker)
+    watcher.start()
+    try:
+        research_id = built.start(user, 2, 2)
+        wait_finished(research_id, timeout=120)
+    finally:
+        stop.set()
+        watcher.join()
+        built.beat.stop()
+        built.pool.stop()
+        built.redis.stop()
+    # then the key is nowhere: task messages, logs, events, snapshots, documents
+    assert seen_in_broker and all(key.encode() not in message for message in seen_in_broker)
+    for log in ARTIFACTS.glob(f"worker-{built.pool.name}*.log"):
+        assert key not in log.read_text(errors="replace")
+    assert key not in (ARTIFACTS / "beat.log").read_text(errors="replace")
+    events = json.dumps(list(Event.objects.filter(research_id=research_id).values_list("data", flat=True)))
+    assert key not in events
+    assert key not in json.dumps(build_snapshot(research_id))
+    assert key not in api.get(f"/api/research/{research_id}").content.decode()
+    assert not Document.objects.filter(research_id=research_id, markdown__contains=key).exists()
+    assert settings.OPENAI_API_KEY not in events  # the test process's own key, too
+
+
+def test_flower_requires_credentials() -> None:
+    from tests.private_services import free_port
+
+    port = free_port()
+    env = process_env({"SECRET_KEY": "k" * 50})
+    flower = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "researchsite",
+            "flower",
+            "--address=127.0.0.1",
+            f"--port={port}",
+            "--basic-auth=ops:s3cret-pass",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import requests
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                anonymous = requests.get(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        assert anonymous.status_code == 401
+        assert requests.get(f"http://127.0.0.1:{port}/", auth=("ops", "wrong"), timeout=5).status_code == 401
+        assert requests.get(f"http://127.0.0.1:{port}/", auth=("ops", "s3cret-pass"), timeout=5).status_code == 200
+    finally:
+        flower.terminate()
+        flower.wait(timeout=10)

@@ -1,0 +1,152 @@
+"""Offline research on the real stack: no model, no SearxNG; the extractive engine over the local collection.
+
+daphne serves the collection's signed links; a worker process (on a private Redis, so no other test's worker
+takes these tasks) searches the collection, fetches the documents from daphne like web pages, extracts their
+sentences and writes the report.
+"""
+
+import io
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from django.core.management import call_command
+from django.utils import timezone
+
+from research.models import (
+    CollectionDocument,
+    Document,
+    Extract,
+    FollowUpQuestion,
+    Research,
+    ResearchStatus,
+    Website,
+    WebsiteStatus,
+)
+from tests.collection_files import write_mixed_folder
+from tests.conftest import WORKER_ENV, settle
+from tests.e2e import wait_finished
+from tests.private_services import PrivateRedis
+from tests.processes import ARTIFACTS, PLAIN_HTTP, ROOT, DaphneServer, WorkerPool, celery_app_for, process_env
+from workers.pipeline.citations import cited_urls
+from workers.pipeline.followups import generate_followups
+from workers.pipeline.quotes import PageText, normalise
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+OFFLINE_ENV = {
+    "RESEARCH_ENGINE": "extractive",
+    "SEARCH_PROVIDERS": "local",
+    "SEARXNG_URL": "",
+    "OPENAI_BASE_URL": "",
+    "OPENAI_API_KEY": "",
+}
+_DOCUMENT_ID = re.compile(r"/collection/(\d+)/[^/]+/$")
+
+
+@dataclass
+class OfflineStack:
+    redis: PrivateRedis
+    daphne: DaphneServer
+    pool: WorkerPool
+
+    def run(self, owner, prompt: str, breadth: int, depth: int, questions: int = 2) -> Research:  # noqa: ANN001
+        """Ask the engine's questions, answer them, queue the research and wait for it to end."""
+        research = Research.objects.create(
+            owner=owner, prompt=prompt, title=prompt[:200], num_questions=questions, engine="extractive"
+        )
+        asked = generate_followups(research.pk)
+        assert len(asked) == questions
+        FollowUpQuestion.objects.filter(research=research).update(answer="Whatever the documents cover.")
+        Research.objects.filter(pk=research.pk).update(
+            status=ResearchStatus.QUEUED, breadth=breadth, depth=depth, claimed_at=timezone.now()
+        )
+        celery_app_for(self.redis.url).send_task("workers.tasks.start_research_task", args=[str(research.pk)])
+        return wait_finished(str(research.pk), timeout=180)
+
+
+@pytest.fixture(scope="module")
+def offline_stack(django_db_setup, django_db_blocker) -> Iterator[OfflineStack]:  # noqa: ANN001
+    private = PrivateRedis().start()
+    base = {**WORKER_ENV, **OFFLINE_ENV, "REDIS_URL": private.url}
+    with django_db_blocker.unblock():
+        daphne = DaphneServer(process_env({**base, **PLAIN_HTTP, "DEBUG": "false"}), name="daphne-offline").start()
+        host_port = f"127.0.0.1:{daphne.port}"
+        env = process_env({**base, "APP_BASE_URL": daphne.url, "SCRAPE_ALLOWED_PRIVATE_HOSTS": host_port})
+        pool = WorkerPool(env, count=1, concurrency=6, name="offline").start()
+    yield OfflineStack(private, daphne, pool)
+    pool.stop()
+    daphne.stop()
+    private.stop()
+
+
+@pytest.fixture
+def offline(offline_stack: OfflineStack, transactional_db: None) -> Iterator[OfflineStack]:
+    yield offline_stack
+    settle(redis.Redis.from_url(offline_stack.redis.url))  # pushes done before the tables are flushed
+
+
+def assert_report_rests_on_the_collection(research: Research, daphne_url: str) -> str:
+    """Completed, every cited URL an analysed collection document, every quote in its document's text."""
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert research.engine == "extractive"
+    assert (research.prompt_tokens, research.completion_tokens) == (0, 0)
+    websites = Website.objects.filter(research=research)
+    assert websites.exists()
+    assert {w.status for w in websites} == {WebsiteStatus.ANALYZED}, list(websites.values("url", "error"))
+    analysed = set(websites.values_list("url", flat=True))
+    assert all(url.startswith(f"{daphne_url}/collection/") and _DOCUMENT_ID.search(url) for url in analysed)
+
+    report = Document.objects.get(research=research, kind="report")
+    cited = set(cited_urls(report.markdown))
+    assert cited and cited <= analysed
+    assert report.stats["citations"] > 0
+    assert report.stats["citations_dropped"] == 0 and report.stats["quotes_dropped"] == 0
+    assert research.quotes_dropped == 0
+
+    extracts = list(Extract.objects.filter(research=research).select_related("website__page"))
+    assert extracts
+    documents = CollectionDocument.objects.in_bulk([int(_DOCUMENT_ID.search(e.website.url).group(1)) for e in extracts])
+    for extract in extracts:
+        document = documents[int(_DOCUMENT_ID.search(extract.website.url).group(1))]
+        assert PageText(extract.website.page.text).contains(extract.quote)
+        assert normalise(extract.quote) in normalise(document.text), (document.path, extract.quote)
+    return report.markdown
+
+
+def test_offline_research_over_a_folder_of_mixed_files(offline, user, tmp_path: Path) -> None:  # noqa: ANN001
+    # given a collection of HTML, Markdown, text and PDF files
+    write_mixed_folder(tmp_path)
+    call_command("index_documents", str(tmp_path), stdout=io.StringIO())
+    # when a research runs with no model and no search engine
+    research = offline.run(user, "How do heat pumps perform in cold climates?", breadth=2, depth=2)
+    # then its report cites only those documents, with quotes found in them, from every kind of file
+    markdown = assert_report_rests_on_the_collection(research, offline.daphne.url)
+    cited_ids = {int(_DOCUMENT_ID.search(url).group(1)) for url in cited_urls(markdown)}
+    cited_types = set(CollectionDocument.objects.filter(pk__in=cited_ids).values_list("content_type", flat=True))
+    assert {"text/html", "text/markdown", "application/pdf"} <= cited_types
+    assert "seasonal performance factor" in markdown
+
+
+def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path) -> None:  # noqa: ANN001
+    # given the demo's collection: the standard library's documentation, rendered by pydoc
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import build_demo_collection as demo
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    demo.build(tmp_path)
+    call_command("index_documents", str(tmp_path), "--replace", stdout=io.StringIO())
+    # when
+    research = offline.run(user, demo.DEMO_PROMPT, breadth=3, depth=2)
+    # then a sectioned report on threads, processes and asyncio, citing many of the documents
+    markdown = assert_report_rests_on_the_collection(research, offline.daphne.url)
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "offline-demo-report.md").write_text(markdown)
+    headings = re.findall(r"^## (.+)$", markdown, re.MULTILINE)
+    assert headings[:4] == ["Summary", "Threads", "Processes", "Asyncio"], headings
+    assert len(set(cited_urls(markdown))) >= 8

@@ -1,0 +1,169 @@
+"""The sweeper, driven directly: stuck rows are re-queued once per lease, and failed after MAX_ATTEMPTS."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from research.models import Document, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from workers.pipeline.recovery import sweep
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def running(user) -> Research:  # noqa: ANN001
+    return Research.objects.create(
+        owner=user,
+        prompt="p",
+        title="t",
+        status=ResearchStatus.RUNNING,
+        breadth=2,
+        depth=2,
+        pending_queries=4,
+        started_at=timezone.now(),
+        claimed_at=timezone.now(),
+    )
+
+
+def ago(seconds: float):  # noqa: ANN201
+    return timezone.now() - timedelta(seconds=seconds)
+
+
+def test_stuck_rows_are_requeued_once_per_lease(running, published, settings) -> None:  # noqa: ANN001
+    # given a query stuck searching (its worker died) and a website whose publish was lost
+    settings.LEASE_SECONDS = 60
+    query = SerpQuery.objects.create(
+        research=running,
+        depth=1,
+        position=0,
+        query="q",
+        objective="o",
+        status=QueryStatus.SEARCHING,
+        claimed_at=ago(120),
+        claimed_by="dead:1:t",
+    )
+    fresh = SerpQuery.objects.create(
+        research=running,
+        depth=1,
+        position=1,
+        query="q2",
+        objective="o",
+        status=QueryStatus.SEARCHING,
+        claimed_at=ago(5),
+    )
+    website = Website.objects.create(research=running, query=fresh, position=0, url="https://x.example/")
+    Website.objects.filter(pk=website.pk).update(created_at=ago(120))
+    # when
+    first = sweep()
+    second = sweep()
+    # then
+    assert first == {"query": 1, "scrape": 1}
+    assert second == {}
+    assert sorted(published) == ["workers.tasks.run_query_task", "workers.tasks.scrape_website_task"]
+    query.refresh_from_db()
+    assert (query.attempts, query.claimed_by) == (1, "sweeper")
+    fresh.refresh_from_db()
+    assert fresh.attempts == 0  # a live lease is left alone
+
+
+def test_row_stuck_past_max_attempts_fails_with_reason(running, settings) -> None:  # noqa: ANN001
+    # given a website that has been re-queued MAX_ATTEMPTS times and is stuck again
+    settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
+    query = SerpQuery.objects.create(
+        research=running,
+        depth=1,
+        position=0,
+        query="q",
+        objective="o",
+        status=QueryStatus.SCRAPING,
+        pending_websites=1,
+        claimed_at=timezone.now(),
+    )
+    website = Website.objects.create(
+        research=running,
+        query=query,
+        position=0,
+        url="https://x.example/",
+        status=WebsiteStatus.SCRAPING,
+        attempts=3,
+        claimed_at=ago(120),
+    )
+    # when
+    done = sweep()
+    # then the website failed (a minor failure) and its query finished
+    assert done == {"website_failed": 1}
+    website.refresh_from_db()
+    assert website.status == WebsiteStatus.FAILED and "abandoned after 3 attempts" in website.error
+    query.refresh_from_db()
+    assert query.status == QueryStatus.DONE
+    assert running.events.filter(type="website_failed").count() == 1
+
+
+def test_search_stuck_past_max_attempts_is_critical(running, settings) -> None:  # noqa: ANN001
+    settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 2
+    SerpQuery.objects.create(
+        research=running,
+        depth=1,
+        position=0,
+        query="q",
+        objective="o",
+        status=QueryStatus.SEARCHING,
+        attempts=2,
+        claimed_at=ago(120),
+    )
+    assert sweep() == {"query_failed": 1}
+    running.refresh_from_db()
+    assert running.status == ResearchStatus.FAILED
+    assert Document.objects.filter(research=running, kind="error_output").exists()
+
+
+def test_lost_report_publish_and_stuck_report_are_retried(user, published, settings) -> None:  # noqa: ANN001
+    settings.LEASE_SECONDS, settings.REPORT_LEASE_SECONDS = 60, 60
+    finished = Research.objects.create(
+        owner=user,
+        prompt="p",
+        title="a",
+        status=ResearchStatus.RUNNING,
+        breadth=1,
+        depth=1,
+        pending_queries=0,
+        started_at=timezone.now(),
+        claimed_at=ago(120),
+    )
+    stuck = Research.objects.create(
+        owner=user,
+        prompt="p",
+        title="b",
+        status=ResearchStatus.REPORTING,
+        breadth=1,
+        depth=1,
+        pending_queries=0,
+        started_at=timezone.now(),
+        claimed_at=ago(120),
+        attempts=1,
+    )
+    for research in (finished, stuck):
+        SerpQuery.objects.create(
+            research=research,
+            depth=1,
+            position=0,
+            query="q",
+            objective="o",
+            status=QueryStatus.DONE,
+            claimed_at=ago(120),
+        )
+    assert sweep() == {"report": 1, "report_retry": 1}
+    assert published == ["workers.tasks.write_report_task"] * 2
+    stuck.refresh_from_db()
+    assert stuck.status == ResearchStatus.RUNNING
+    assert finished.pk != stuck.pk
+
+
+def test_research_past_token_budget_fails(running, settings) -> None:  # noqa: ANN001
+    settings.RESEARCH_TOKEN_BUDGET = 1000
+    Research.objects.filter(pk=running.pk).update(prompt_tokens=900, completion_tokens=200)
+    sweep()
+    running.refresh_from_db()
+    assert running.status == ResearchStatus.FAILED
+    assert Document.objects.get(research=running, kind="error_output").stats["reason"] == "token_budget"

@@ -1,0 +1,56 @@
+"""Snapshots: valid against the published JSON Schema, built in a constant number of SQL queries."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from research.snapshot import build_snapshot
+from tests.factories import build_tree
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "research/schemas/snapshot.v1.json").read_text())
+
+
+def validate(snapshot: dict) -> None:
+    jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(snapshot)
+
+
+def test_snapshot_schema_is_itself_valid() -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+def test_snapshot_of_small_and_large_trees_validates_with_same_query_count(user) -> None:  # noqa: ANN001
+    # given
+    small = build_tree(user, breadth=1, depth=1)
+    large = build_tree(user, breadth=5, depth=5)
+    # when
+    with CaptureQueriesContext(connection) as small_queries:
+        small_snapshot = build_snapshot(small.pk)
+    with CaptureQueriesContext(connection) as large_queries:
+        large_snapshot = build_snapshot(large.pk)
+    # then
+    validate(small_snapshot)
+    validate(large_snapshot)
+    assert len(large_snapshot["queries"]) == 110
+    assert sum(len(q["websites"]) for q in large_snapshot["queries"]) == 770
+    assert large_snapshot["progress"]["queries_planned"] == 110
+    assert large_snapshot["progress"]["websites_analysed"] == 770
+    assert len(small_queries) == len(large_queries)
+    assert all("text" not in w for q in large_snapshot["queries"] for w in q["websites"])
+    # page text never enters the snapshot: the factory's page text is "t t t ..."
+    assert "t t t t" not in json.dumps(large_snapshot)
+
+
+def test_api_detail_is_the_snapshot(api, user) -> None:  # noqa: ANN001
+    research = build_tree(user, breadth=2, depth=2, websites_per_query=2)
+    body = api.get(f"/api/research/{research.pk}").json()
+    validate(body)
+    assert body == json.loads(json.dumps(build_snapshot(research.pk)))
+    listing = api.get("/api/research").json()["researches"]
+    assert [r["id"] for r in listing] == [str(research.pk)]
+    assert set(listing[0]) == {"id", "title", "status", "created_at", "finished_at"}

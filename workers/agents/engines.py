@@ -1,0 +1,45 @@
+"""Which agents a research uses: the LLM agents, or the extractive engine that needs no model.
+
+Both engines offer the same four functions with the same signatures and return shapes (token counts are 0
+for the extractive engine), so the pipeline never knows which one it calls.
+"""
+
+from types import ModuleType
+from typing import Protocol
+
+from django.conf import settings
+
+LLM = "llm"
+EXTRACTIVE = "extractive"
+
+
+class Engine(Protocol):
+    ask_questions: object
+    plan_queries: object
+    analyze: object
+    write: object
+
+
+class _LLMEngine:
+    """The four LLM agents, seen as one engine."""
+
+    def __init__(self) -> None:
+        from workers.agents import prompt_analyzer, query_generator, report_writer, website_analyzer
+
+        self.ask_questions = prompt_analyzer.ask_questions
+        self.plan_queries = query_generator.plan_queries
+        self.analyze = website_analyzer.analyze
+        self.write = report_writer.write
+
+
+def engine_for(name: str) -> Engine | ModuleType:
+    if name == EXTRACTIVE:
+        from workers.agents import extractive
+
+        return extractive
+    return _LLMEngine()
+
+
+def default_engine() -> str:
+    """The engine a new research gets: RESEARCH_ENGINE, or with `auto`, the LLM only if one is configured."""
+    return settings.RESEARCH_ENGINE

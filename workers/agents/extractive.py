@@ -1,0 +1,345 @@
+"""The extractive engine: research without a language model.
+
+Same four functions, signatures and return shapes as the LLM agents (token counts are 0), so the pipeline runs
+unchanged. Questions and queries are built from the request's key phrases; a page's findings are its own
+sentences that best match the query and objective (BM25), each quoted verbatim; the report is those sentences,
+grouped by objective, each citing the page it came from. Nothing in a report is written by the engine except the
+title and the headings: every sentence is a real document's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.agents.common import distinct
+from workers.agents.lexical import BM25, counts, is_prose, key_phrases, sentences, terms, weighted_terms
+from workers.agents.query_generator import Ancestor, PlannedQuery
+from workers.agents.report_writer import SourceNote
+from workers.agents.website_analyzer import Finding
+
+MAX_FINDINGS = 6
+# Long pages: the sentences past this point are not read (the collection's pages are mostly far shorter).
+MAX_PAGE_CHARS = 400_000
+MAX_SECTION_SENTENCES = 30
+MAX_SUMMARY_SENTENCES = 5
+LEFTOVER_HEADING = "Further findings"
+
+_QUESTION_TEMPLATES = [
+    "Which aspects of {a} matter most to you?",
+    "What do you already know about {a}, so the research can skip it?",
+    "Should the research compare {a} with {b}, and on which criteria?",
+    "Which version, period or setting of {a} should the research focus on?",
+    "What will you use the findings about {a} for?",
+    "Are there documents or sources on {a} that you trust most?",
+    "How much technical detail about {a} do you want?",
+    "Which examples or use cases of {a} should the report cover?",
+    "Which limitations or pitfalls of {a} worry you most?",
+    "Is there anything about {a} that the research should leave out?",
+]
+_GENERIC_TOPIC = "this topic"
+# Words of the objective templates below; they say nothing about what to look for on a page.
+_OBJECTIVE_WORDS = frozenset(terms("sources state context follow up statements"))
+_ENUMERATION = re.compile(
+    r"([\w][\w .'-]*?(?:,\s*[\w][\w .'-]*?)*,?\s+(?:or|and|vs\.?|versus)\s+[\w][\w .'-]*)", re.IGNORECASE
+)
+_OBJECTIVE_FORM = re.compile(r"^What the sources state about (.+?)(?: in the context of (.+?))?\.$")
+_ANGLES = ["examples", "limitations", "configuration", "performance", "errors", "alternatives", "history", "design"]
+
+
+def ask_questions(prompt: str, count: int) -> tuple[list[str], int, int]:
+    """Exactly `count` distinct clarifying questions about the request's key phrases."""
+    phrases = key_phrases(prompt)
+    # The listed alternatives first; a lone adverb ("concurrently") is no topic to ask about.
+    phrases = _facets(prompt, phrases) + [p for p in phrases if not (" " not in p and p.lower().endswith("ly"))]
+    phrases = distinct(phrases) or [_GENERIC_TOPIC]
+    questions: list[str] = []
+    # Template by template, phrase by phrase: the first questions cover different templates on the best phrases.
+    for round_ in range(len(phrases)):
+        for index, template in enumerate(_QUESTION_TEMPLATES):
+            a = phrases[(round_ + index) % len(phrases)]
+            b = phrases[(round_ + index + 1) % len(phrases)]
+            if "{b}" in template and a == b:
+                continue
+            questions = distinct([*questions, template.format(a=a, b=b)])
+            if len(questions) >= count:
+                return questions[:count], 0, 0
+    while len(questions) < count:
+        questions.append(f"Is there anything else the research should take into account (point {len(questions) + 1})?")
+    return questions[:count], 0, 0
+
+
+def plan_queries(
+    prompt: str, answers: list[tuple[str, str]], ancestors: list[Ancestor], count: int
+) -> tuple[list[PlannedQuery], int, int]:
+    """Exactly `count` distinct queries: the request's facets at the top; deeper, what the parent's learnings
+    brought up that the branch has not searched for yet."""
+    if ancestors:
+        candidates = _follow_up_candidates(prompt, ancestors)
+    else:
+        candidates = _top_level_candidates(prompt, answers)
+    planned: list[PlannedQuery] = []
+    taken: set[str] = set()
+    for candidate in candidates:
+        key = _query_key(candidate.query)
+        if key and key not in taken:
+            taken.add(key)
+            planned.append(candidate)
+        if len(planned) == count:
+            return planned, 0, 0
+    # Few phrases: the best ones again, each from another angle; then numbered, so the count always holds.
+    base = planned[0] if planned else PlannedQuery(_subject(prompt), _objective(_subject(prompt), ""))
+    for index in range(count * len(_ANGLES)):
+        angle = _ANGLES[index % len(_ANGLES)]
+        suffix = f" {index // len(_ANGLES) + 1}" if index >= len(_ANGLES) else ""
+        query = f"{base.query} {angle}{suffix}"
+        if _query_key(query) not in taken:
+            taken.add(_query_key(query))
+            planned.append(PlannedQuery(query, f"{base.objective[:-1]}, regarding {angle}."))
+        if len(planned) == count:
+            break
+    return planned[:count], 0, 0
+
+
+def _query_key(query: str) -> str:
+    return " ".join(sorted(set(terms(query)))) or " ".join(query.casefold().split())
+
+
+def _subject(prompt: str) -> str:
+    """The request's subject: its first key phrase in reading order."""
+    phrases = key_phrases(prompt)
+    if not phrases:
+        return " ".join(prompt.split()[:8]) or _GENERIC_TOPIC
+    return min(phrases, key=lambda p: _position(prompt, p))
+
+
+def _position(text: str, phrase: str) -> int:
+    index = text.casefold().find(phrase.casefold())
+    return index if index >= 0 else len(text)
+
+
+def _objective(phrase: str, context: str) -> str:
+    if context and context.casefold() != phrase.casefold():
+        return f"What the sources state about {phrase} in the context of {context}."
+    return f"What the sources state about {phrase}."
+
+
+def _facets(text: str, phrases: list[str]) -> list[str]:
+    """Key phrases the request lists as alternatives ("threads, processes or asyncio"): each is an angle."""
+    listed: list[str] = []
+    for match in _ENUMERATION.finditer(text):
+        items = re.split(r",\s*|\s+(?:or|and|vs\.?|versus)\s+", match.group(1), flags=re.IGNORECASE)
+        keys = [" ".join(terms(item)) for item in items]
+        for phrase in phrases:
+            phrase_key = " ".join(terms(phrase))
+            if phrase_key and any(key.endswith(phrase_key) or phrase_key.endswith(key) for key in keys if key):
+                if phrase not in listed:
+                    listed.append(phrase)
+    # In the order the user wrote them: the first named usually matters most.
+    return sorted(listed, key=lambda phrase: _position(text, phrase)) if len(listed) >= 2 else []
+
+
+def _top_level_candidates(prompt: str, answers: list[tuple[str, str]]) -> list[PlannedQuery]:
+    request = "\n".join([prompt, *(answer for _, answer in answers if answer)])
+    phrases = key_phrases(request)
+    if not phrases:
+        return []
+    subject = _subject(prompt)
+    facets = _facets(request, phrases)
+    ordered = facets + [p for p in phrases if p not in facets and p != subject]
+    candidates = []
+    for phrase in ordered:
+        shares_words = set(terms(phrase)) & set(terms(subject))
+        query = phrase if shares_words else f"{phrase} {subject}"
+        candidates.append(PlannedQuery(query, _objective(phrase, subject)))
+    candidates.append(PlannedQuery(subject, _objective(subject, "")))
+    # Then pairs of phrases, for requests with few phrases and a large breadth.
+    for i, first in enumerate(ordered):
+        for second in ordered[i + 1 :]:
+            candidates.append(PlannedQuery(f"{first} {second}", _objective(f"{first} and {second}", subject)))
+    return candidates
+
+
+def _follow_up_candidates(prompt: str, ancestors: list[Ancestor]) -> list[PlannedQuery]:
+    parent = ancestors[-1]
+    searched = set(terms(prompt))
+    for ancestor in ancestors:
+        searched |= set(terms(ancestor.query))
+    head = _head_phrase(parent)
+    learned = [set(terms(learning)) for learning in parent.learnings]
+    ranked: list[tuple[int, int, str]] = []
+    for order, phrase in enumerate(key_phrases("\n".join(parent.learnings), limit=60)):
+        new = {t for t in terms(phrase) if t not in searched}
+        if new and len(phrase) >= 3:
+            # What several of the parent's findings mention is worth a query of its own; RAKE breaks ties.
+            support = sum(1 for bag in learned for term in new if term in bag)
+            ranked.append((-support, order, phrase))
+    candidates = []
+    for _, _, phrase in sorted(ranked):
+        query = phrase if set(terms(phrase)) & set(terms(head)) else f"{phrase} {head}"
+        candidates.append(PlannedQuery(query, _objective(phrase, head)))
+    # A branch whose pages gave nothing to follow: dig into the parent's own phrases from other angles.
+    for angle in _ANGLES:
+        candidates.append(PlannedQuery(f"{parent.query} {angle}", _objective(head, angle)))
+    return candidates
+
+
+def _head_phrase(ancestor: Ancestor) -> str:
+    """What a query was about: the phrase of its objective (our own form), else its first key phrase."""
+    match = _OBJECTIVE_FORM.match(ancestor.objective.strip())
+    if match:
+        return match.group(1)
+    phrases = key_phrases(ancestor.query)
+    return min(phrases, key=lambda p: _position(ancestor.query, p)) if phrases else ancestor.query
+
+
+def analyze(objective: str, query: str, url: str, title: str, text: str) -> tuple[list[Finding], int, int]:
+    """The page's own sentences that best answer the query and objective; each is both the fact and its quote."""
+    wanted, required = _query_terms(objective, query)
+    if not wanted:
+        return [], 0, 0
+    candidates = distinct([s for s in sentences(text[:MAX_PAGE_CHARS]) if is_prose(s)])
+    if not candidates:
+        return [], 0, 0
+    bags = [counts(terms(sentence)) for sentence in candidates]
+    ranker = BM25(bags)
+    scored = []
+    for index, sentence in enumerate(candidates):
+        if required and not required & bags[index].keys():
+            continue  # context words alone are too loose a match: what the query is about must be there
+        score = ranker.score(index, wanted)
+        if score <= 0:
+            continue
+        # Short sentences say little even when they match well.
+        score *= min(1.0, len(sentence.split()) / 10)
+        scored.append((score, index))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    chosen: list[int] = []
+    for _score, index in scored:
+        if any(_similar(bags[index], bags[other]) for other in chosen):
+            continue
+        chosen.append(index)
+        if len(chosen) == MAX_FINDINGS:
+            break
+    return [Finding(candidates[i], candidates[i]) for i in chosen], 0, 0
+
+
+def _query_terms(objective: str, query: str) -> tuple[dict[str, float], set[str]]:
+    """Weighted terms to look for, and the terms of which a finding must contain at least one.
+
+    With our own objective form the subject is known: its phrase must be matched, its context only counts a
+    little (every query of a research shares the context). Otherwise the query's words are required.
+    """
+    match = _OBJECTIVE_FORM.match(objective.strip())
+    if match:
+        subject, context = match.group(1), match.group(2) or ""
+        wanted = weighted_terms((context, 0.3), (query, 0.6), (subject, 1.0))
+        required = set(terms(subject))
+    else:
+        wanted = weighted_terms((objective, 0.5), (query, 1.0))
+        required = set(terms(query))
+    wanted = {term: weight for term, weight in wanted.items() if term not in _OBJECTIVE_WORDS}
+    return wanted, required - _OBJECTIVE_WORDS
+
+
+def _similar(a: dict[str, int], b: dict[str, int]) -> bool:
+    keys_a, keys_b = set(a), set(b)
+    union = keys_a | keys_b
+    return bool(union) and len(keys_a & keys_b) / len(union) >= 0.8
+
+
+@dataclass
+class _Item:
+    """One distinct sentence of the report with every source that gave it."""
+
+    text: str
+    quotes: dict[int, str] = field(default_factory=dict)  # source number → quote
+    bag: dict[str, int] = field(default_factory=dict)
+
+    def as_sentence(self) -> dict[str, Any]:
+        numbers = sorted(self.quotes)
+        return {
+            "text": self.text,
+            "sources": numbers,
+            "quotes": [{"source": n, "quote": self.quotes[n]} for n in numbers],
+        }
+
+
+def write(
+    prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
+) -> tuple[dict[str, Any], int, int]:
+    """The report in report_writer.SCHEMA's shape: one section per objective, made of the extracted sentences,
+    each citing every source it came from with its quote."""
+    items = _items(sources)
+    # Objectives that come out under the same heading share one section.
+    goals: dict[str, dict[str, float]] = {}
+    for objective in objectives:
+        goal = goals.setdefault(_heading(objective), {})
+        # Sections share the request's context; what tells them apart is each objective's subject.
+        match = _OBJECTIVE_FORM.match(objective.strip())
+        weights = weighted_terms((match.group(1), 1.0)) if match else weighted_terms((objective, 1.0))
+        for term, weight in weights.items():
+            if term not in _OBJECTIVE_WORDS:
+                goal[term] = max(goal.get(term, 0.0), weight)
+    headings = list(goals)
+    ranker = BM25([item.bag for item in items]) if items else None
+    sections_items: list[list[tuple[float, _Item]]] = [[] for _ in headings]
+    leftovers: list[tuple[float, _Item]] = []
+    for index, item in enumerate(items):
+        scores = [ranker.score(index, goals[heading]) if ranker else 0.0 for heading in headings]
+        best = max(range(len(scores)), key=lambda i: scores[i]) if scores else -1
+        if best >= 0 and scores[best] > 0:
+            sections_items[best].append((scores[best], item))
+        else:
+            leftovers.append((0.0, item))
+    sections = [_section(heading, found) for heading, found in zip(headings, sections_items, strict=True) if found]
+    if leftovers:
+        sections.append(_section(LEFTOVER_HEADING, leftovers))
+    # The summary: each section's lead sentence, the one that matches its objective best.
+    led = [section for section in sections if section["heading"] != LEFTOVER_HEADING]
+    summary = [section["paragraphs"][0][0] for section in led[:MAX_SUMMARY_SENTENCES]]
+    return {"title": _title(prompt), "summary": summary, "sections": sections}, 0, 0
+
+
+def _items(sources: list[SourceNote]) -> list[_Item]:
+    by_text: dict[str, _Item] = {}
+    for source in sources:
+        for fact, quote in source.findings:
+            text = " ".join(fact.split())
+            if not text or not quote.strip():
+                continue
+            key = text.casefold()
+            item = by_text.get(key)
+            if item is None:
+                item = by_text[key] = _Item(text=text, bag=counts(terms(text)))
+            item.quotes.setdefault(source.number, quote)
+    return list(by_text.values())
+
+
+def _section(heading: str, found: list[tuple[float, _Item]]) -> dict[str, Any]:
+    """Best sentences first, at most MAX_SECTION_SENTENCES; one paragraph per first-cited source, in order of
+    that source's best sentence, so each paragraph reads as one document's account."""
+    ranked = sorted(found, key=lambda pair: -pair[0])[:MAX_SECTION_SENTENCES]
+    paragraphs: dict[int, list[dict[str, Any]]] = {}
+    for _, item in ranked:
+        paragraphs.setdefault(min(item.quotes), []).append(item.as_sentence())
+    return {"heading": heading, "paragraphs": list(paragraphs.values()), "subsections": []}
+
+
+def _heading(objective: str) -> str:
+    """A short heading for an objective: the phrase of our own objective form, else the objective's key phrase."""
+    match = _OBJECTIVE_FORM.match(objective.strip())
+    text = match.group(1) if match else (key_phrases(objective, limit=1) or [objective])[0]
+    text = " ".join(text.split())[:80]
+    return text[:1].upper() + text[1:] if text else "Findings"
+
+
+def _title(prompt: str) -> str:
+    """The request's first sentence or clause, as a title of at most about 100 characters."""
+    first = re.split(r"(?<=[.?!])\s|[:;\n]|\s[—–-]\s", prompt.strip(), maxsplit=1)[0].strip() or "Research report"
+    if len(first) > 100:
+        first = first[:100].rsplit(" ", 1)[0].rstrip(",;:-") + "…"
+    if prompt.strip().endswith("?") and not first.endswith(("?", "…")):
+        first = first.rstrip(".!,") + "?"
+    return first[:1].upper() + first[1:]

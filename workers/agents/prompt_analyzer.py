@@ -1,0 +1,79 @@
+"""The prompt-analyzer agent: clarifying follow-up questions about a research request."""
+
+from typing import Any
+
+from workers.agents.common import distinct, relaxed
+from workers.clients.llm import complete_json
+
+NAME = "followup_questions"
+
+SYSTEM = (
+    "You are a senior research analyst scoping a research request before any searching starts. Ask the "
+    "clarifying questions whose answers would most change what should be researched: scope and boundaries, "
+    "time period, geography, depth of technical detail, intended use, what the user already knows, sources to "
+    "prefer or avoid. Each question is one short sentence, specific to this request, and distinct from the others."
+)
+
+# Used only when the model still returns too few questions after being re-asked: generic, but never wrong.
+FALLBACK_QUESTIONS = [
+    "What do you already know about this topic, and what should the research not repeat?",
+    "What time period should the research cover?",
+    "Which regions, markets or contexts matter most?",
+    "How technical should the report be, and who will read it?",
+    "What decision or task will this research support?",
+    "Are there sources you trust or distrust for this topic?",
+    "Which aspects matter most if the research has to prioritise?",
+    "Are there specific products, organisations or people it must cover?",
+    "Should the report compare alternatives, and if so which ones?",
+    "What would make this research clearly useful to you?",
+]
+
+
+def schema(count: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "questions": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "minItems": count,
+                "maxItems": count,
+            }
+        },
+        "required": ["questions"],
+        "additionalProperties": False,
+    }
+
+
+def ask_questions(prompt: str, count: int, max_attempts: int = 3) -> tuple[list[str], int, int]:
+    """Exactly `count` distinct questions: extras are dropped, a shortfall is asked for again.
+
+    Returns (questions, prompt_tokens, completion_tokens).
+    """
+    questions: list[str] = []
+    prompt_tokens = completion_tokens = 0
+    for _ in range(max_attempts):
+        missing = count - len(questions)
+        if missing <= 0:
+            break
+        already = "\n".join(f"- {q}" for q in questions)
+        user = f"Research request:\n{prompt}\n\nWrite exactly {missing} follow-up questions."
+        if already:
+            user += f"\nDo not repeat these questions, already asked:\n{already}"
+        result = complete_json(
+            "prompt_analyzer",
+            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+            NAME,
+            schema(missing),
+            validation_schema=relaxed(schema(missing)),
+        )
+        prompt_tokens += result.prompt_tokens
+        completion_tokens += result.completion_tokens
+        questions = distinct(questions + [str(q) for q in result.data["questions"]])[:count]
+    for fallback in FALLBACK_QUESTIONS:
+        if len(questions) >= count:
+            break
+        questions = distinct(questions + [fallback])
+    while len(questions) < count:  # only with more questions asked than there are fallbacks
+        questions.append(f"Is there anything else the research should take into account (point {len(questions) + 1})?")
+    return questions[:count], prompt_tokens, completion_tokens

@@ -1,0 +1,156 @@
+"""The query-generator agent: `n` search queries, each with the objective of what to extract from its pages."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from workers.agents.common import distinct, relaxed, trim_to_tokens
+from workers.clients.llm import InvalidOutputError, complete_json
+
+NAME = "serp_queries"
+
+SYSTEM = (
+    "You plan web research like a careful analyst. Write search-engine queries that will find authoritative, "
+    "specific pages (primary sources, data, documentation, peer-reviewed or expert analysis). Each query comes "
+    "with an objective: one precise statement of the facts, figures or evidence to extract from the pages the "
+    "query finds. Queries must be distinct from each other and from the queries already run, and each must open "
+    "a different angle. Deeper queries follow up on what was learned: close gaps, check claims, go into detail."
+)
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    query: str
+    objective: str
+
+
+@dataclass(frozen=True)
+class Ancestor:
+    query: str
+    objective: str
+    learnings: list[str]
+
+
+def schema(count: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "queries": {
+                "type": "array",
+                "minItems": count,
+                "maxItems": count,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1},
+                        "objective": {"type": "string", "minLength": 1},
+                    },
+                    "required": ["query", "objective"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["queries"],
+        "additionalProperties": False,
+    }
+
+
+def _context(prompt: str, answers: list[tuple[str, str]], ancestors: list[Ancestor]) -> str:
+    parts = [f"Research request:\n{prompt}"]
+    if answers:
+        parts.append(
+            "Follow-up questions and the user's answers:\n"
+            + "\n".join(f"Q: {q}\nA: {a or '(no answer)'}" for q, a in answers)
+        )
+    if ancestors:
+        chain = []
+        for depth, ancestor in enumerate(ancestors, start=1):
+            learned = "\n".join(f"  - {item}" for item in ancestor.learnings) or "  (nothing relevant was found)"
+            chain.append(
+                f"Depth {depth} query: {ancestor.query}\nObjective: {ancestor.objective}\nLearnings:\n{learned}"
+            )
+        text = "\n\n".join(chain)
+        parts.append(
+            "The research branch so far, from the top:\n" + trim_to_tokens(text, settings.LEARNINGS_TOKEN_BUDGET)
+        )
+    return "\n\n".join(parts)
+
+
+def plan_queries(
+    prompt: str, answers: list[tuple[str, str]], ancestors: list[Ancestor], count: int, max_attempts: int = 3
+) -> tuple[list[PlannedQuery], int, int]:
+    """Exactly `count` distinct queries; extras are dropped, a shortfall is asked for again, then derived.
+
+    Returns (queries, prompt_tokens, completion_tokens).
+    """
+    context = _context(prompt, answers, ancestors)
+    planned: list[PlannedQuery] = []
+    prompt_tokens = completion_tokens = 0
+    for _ in range(max_attempts):
+        missing = count - len(planned)
+        if missing <= 0:
+            break
+        user = f"{context}\n\nWrite exactly {missing} search queries, each with its objective."
+        if planned:
+            user += "\nAlready planned (do not repeat):\n" + "\n".join(f"- {p.query}" for p in planned)
+        try:
+            result = complete_json(
+                "query_generator",
+                [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+                NAME,
+                schema(missing),
+                validation_schema=relaxed(schema(missing)),
+            )
+        except InvalidOutputError:
+            break
+        prompt_tokens += result.prompt_tokens
+        completion_tokens += result.completion_tokens
+        planned = _distinct_queries(
+            planned
+            + [PlannedQuery(str(q["query"]).strip(), str(q["objective"]).strip()) for q in result.data["queries"]]
+        )[:count]
+    planned += _derived(prompt, ancestors, planned, count - len(planned))
+    return planned[:count], prompt_tokens, completion_tokens
+
+
+def _distinct_queries(queries: list[PlannedQuery]) -> list[PlannedQuery]:
+    keep = set(distinct([q.query for q in queries]))
+    result = []
+    for query in queries:
+        if query.query in keep:
+            keep.discard(query.query)
+            result.append(query)
+    return result
+
+
+def _derived(prompt: str, ancestors: list[Ancestor], planned: list[PlannedQuery], missing: int) -> list[PlannedQuery]:
+    """Queries made without the model, so the tree keeps its planned size when the model under-delivers."""
+    if missing <= 0:
+        return []
+    base = ancestors[-1].query if ancestors else " ".join(prompt.split()[:12])
+    objective = (
+        ancestors[-1].objective if ancestors else f"Find facts, figures and evidence that answer: {prompt[:300]}"
+    )
+    angles = [
+        "evidence and data",
+        "recent developments",
+        "expert analysis",
+        "limitations and criticism",
+        "comparison with alternatives",
+        "case studies",
+        "technical details",
+        "history and background",
+    ]
+    taken = {q.query.casefold() for q in planned}
+    derived = []
+    for index in range(missing + len(angles)):
+        angle = angles[index % len(angles)]
+        suffix = f" {index // len(angles) + 1}" if index >= len(angles) else ""
+        query = f"{base} {angle}{suffix}"
+        if query.casefold() not in taken:
+            taken.add(query.casefold())
+            derived.append(PlannedQuery(query, f"{objective} (focus: {angle})"))
+        if len(derived) == missing:
+            break
+    return derived

@@ -1,0 +1,164 @@
+"""The LLM client: JSON-schema structured output from any OpenAI-compatible server, through the `openai` package.
+
+Retries with jittered backoff only for transient failures (timeouts, connection errors, 429 honouring
+Retry-After, 5xx). A server that rejects `json_schema` response formats gets `json_object` with the schema in the
+prompt instead, remembered per base URL. Output that is not valid JSON, or does not match the schema, is
+re-asked a bounded number of times.
+"""
+
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import jsonschema
+import openai
+from django.conf import settings
+
+from workers.clients import ratelimit
+from workers.errors import PermanentError, TransientError
+
+log = logging.getLogger(__name__)
+
+# Base URLs whose server answered 400 to a json_schema response format.
+_json_object_only: set[str] = set()
+_clients: dict[tuple[str, str, float], openai.OpenAI] = {}
+
+
+class InvalidOutputError(PermanentError):
+    """The model kept answering with JSON that is not valid against the schema."""
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    data: Any
+    prompt_tokens: int
+    completion_tokens: int
+    calls: int
+
+
+def _client() -> openai.OpenAI:
+    key = (settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY, settings.LLM_TIMEOUT)
+    client = _clients.get(key)
+    if client is None:
+        # The openai package's own retries are off: ours honour Retry-After and count toward one budget.
+        client = openai.OpenAI(
+            base_url=settings.OPENAI_BASE_URL,
+            api_key=settings.OPENAI_API_KEY or "not-set",
+            timeout=settings.LLM_TIMEOUT,
+            max_retries=0,
+        )
+        _clients[key] = client
+    return client
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    raw = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return max(0.0, float(raw)) if raw else None
+    except ValueError:
+        return None
+
+
+def _backoff(attempt: int, retry_after: float | None) -> float:
+    if retry_after is not None:
+        return min(retry_after, 60.0) + random.uniform(0, 0.25)
+    return min(30.0, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+
+
+def _schema_prompt(name: str, schema: dict[str, Any]) -> str:
+    return (
+        "Answer with a single JSON object and nothing else.\n"
+        f"JSON schema name: {name}\n"
+        f"JSON schema: {json.dumps(schema, separators=(',', ':'))}"
+    )
+
+
+def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[str, Any]) -> Any:
+    """One chat-completions call with transient-error retries; returns the openai response."""
+    client = _client()
+    attempt = 0
+    while True:
+        json_object = settings.OPENAI_BASE_URL in _json_object_only
+        if json_object:
+            sent = [{"role": "system", "content": _schema_prompt(name, schema)}, *messages]
+            response_format: dict[str, Any] = {"type": "json_object"}
+        else:
+            sent = messages
+            response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+        ratelimit.wait_for_rate(f"llm:{urlparse(settings.OPENAI_BASE_URL).netloc}", settings.LLM_RATE_LIMIT)
+        try:
+            return client.chat.completions.create(model=model, messages=sent, response_format=response_format)
+        except openai.BadRequestError as exc:
+            # Servers without structured outputs answer 400; any other cause fails again in json_object mode.
+            if not json_object:
+                log.info("LLM server rejected json_schema output; using json_object for %s", settings.OPENAI_BASE_URL)
+                _json_object_only.add(settings.OPENAI_BASE_URL)
+                continue
+            raise PermanentError(f"LLM request rejected: {exc.message}") from exc
+        except (openai.RateLimitError, openai.InternalServerError) as exc:
+            error: Exception = exc
+            retry_after = _retry_after(exc)
+        except openai.APIStatusError as exc:
+            if exc.status_code in (408, 409) or exc.status_code >= 500:
+                error, retry_after = exc, _retry_after(exc)
+            else:
+                raise PermanentError(f"LLM request failed with HTTP {exc.status_code}: {exc.message}") from exc
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            error, retry_after = exc, None
+        if attempt >= settings.LLM_MAX_RETRIES:
+            raise TransientError(f"LLM call failed after {attempt + 1} attempts: {error}", retry_after) from error
+        delay = _backoff(attempt, retry_after)
+        log.warning("LLM call failed (%s); retry %s in %.1fs", type(error).__name__, attempt + 1, delay)
+        time.sleep(delay)
+        attempt += 1
+
+
+def complete_json(
+    agent: str,
+    messages: list[dict[str, str]],
+    name: str,
+    schema: dict[str, Any],
+    validation_schema: dict[str, Any] | None = None,
+) -> LLMResult:
+    """Ask `agent`'s model for JSON matching `schema`; validate against `validation_schema` (default: schema)."""
+    model = settings.LLM_AGENT_MODELS.get(agent, settings.LLM_MODEL)
+    validator = jsonschema.Draft202012Validator(validation_schema or schema)
+    prompt_tokens = completion_tokens = calls = 0
+    conversation = list(messages)
+    problem = ""
+    for _ in range(settings.LLM_INVALID_OUTPUT_RETRIES + 1):
+        response = _create(model, conversation, name, schema)
+        calls += 1
+        if response.usage is not None:
+            prompt_tokens += response.usage.prompt_tokens or 0
+            completion_tokens += response.usage.completion_tokens or 0
+        content = (response.choices[0].message.content or "") if response.choices else ""
+        try:
+            data = json.loads(_strip_fences(content))
+            errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
+            if not errors:
+                return LLMResult(data, prompt_tokens, completion_tokens, calls)
+            problem = f"the JSON did not match the schema: {errors[0].message[:300]}"
+        except json.JSONDecodeError as exc:
+            problem = f"the answer was not valid JSON ({exc.msg})"
+        log.warning("agent %s gave invalid output (%s); asking again", agent, problem)
+        conversation = [
+            *messages,
+            {"role": "assistant", "content": content[:2000]},
+            {"role": "user", "content": f"That answer was unusable: {problem}. Answer again with valid JSON only."},
+        ]
+    raise InvalidOutputError(f"agent {agent} gave invalid output {calls} times; last problem: {problem}")
+
+
+def _strip_fences(content: str) -> str:
+    """Some servers wrap JSON in ```json fences even in JSON mode."""
+    text = content.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        if text.rstrip().endswith("```"):
+            text = text.rstrip()[:-3]
+    return text

@@ -1,0 +1,41 @@
+"""The "local" search provider: full-text search over the local document collection (research/collection.py).
+
+Results link to the web app's signed collection URLs, so workers fetch and analyse them like any web page.
+"""
+
+from research.collection import document_url, rank_documents
+from research.models import CollectionDocument
+from workers.agents.lexical import BM25, counts, is_prose, sentences, terms
+from workers.clients.searxng import SearchResult
+
+SNIPPET_CHARS = 300
+# The snippet is looked for in the start of the document only: it is a hint for the reader, not evidence.
+SNIPPET_SCAN_CHARS = 100_000
+
+
+def search(query: str, limit: int) -> list[SearchResult]:
+    """Up to `limit` collection documents for the query, best first, each with a title and a snippet."""
+    ids = rank_documents(query, limit)
+    documents = CollectionDocument.objects.in_bulk(ids)
+    return [
+        SearchResult(url=document_url(pk), title=documents[pk].title, snippet=snippet(documents[pk].text, query))
+        for pk in ids
+        if pk in documents
+    ]
+
+
+def snippet(text: str, query: str) -> str:
+    """The document's sentence that matches the query best (or its first words)."""
+    candidates = [s for s in sentences(text[:SNIPPET_SCAN_CHARS]) if is_prose(s)]
+    wanted = {term: 1.0 for term in terms(query)}
+    best = ""
+    if candidates and wanted:
+        ranker = BM25([counts(terms(s)) for s in candidates])
+        scores = ranker.scores(wanted)
+        top = max(range(len(candidates)), key=lambda i: scores[i])
+        if scores[top] > 0:
+            best = candidates[top]
+    best = best or " ".join(text[: SNIPPET_CHARS * 2].split())
+    if len(best) > SNIPPET_CHARS:
+        best = best[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …"
+    return best

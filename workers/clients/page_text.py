@@ -1,0 +1,275 @@
+"""Turn a fetched page into (title, main text): HTML through BeautifulSoup, plain text and markdown as is.
+
+The text is data for an LLM and for verbatim-quote checks, never markup: entities are unescaped once by the
+parser, so `&lt;script&gt;` in a page becomes the literal text `<script>`, and nothing here renders HTML.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import re
+
+from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4.dammit import EncodingDetector, UnicodeDammit
+from bs4.element import PreformattedString
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
+PLAIN_TYPES = frozenset({"text/plain"})
+TEXT_TYPES = HTML_TYPES | MARKDOWN_TYPES | PLAIN_TYPES
+
+# Never part of the readable text, wherever they sit.
+_DROP_TAGS = [
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "iframe",
+    "object",
+    "embed",
+    "canvas",
+    "nav",
+    "header",
+    "footer",
+    "aside",
+    "button",
+    "select",
+    "textarea",
+    "input",
+]
+# ARIA spellings of nav/header/footer/aside.
+_DROP_ROLES = {"navigation", "banner", "contentinfo", "complementary", "search"}
+_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
+_COOKIE_MARK = re.compile(
+    r"(cookie|consent|gdpr)[-_]?(banner|bar|notice|popup|modal|dialog|law|message|overlay|wall|consent|container)"
+    r"|onetrust|cookiebot|^cc-(banner|window)$|^cookies?$",
+    re.IGNORECASE,
+)
+
+_BLOCK_TAGS = frozenset(
+    """address article aside blockquote body caption center dd details dialog div dl dt fieldset figcaption
+    figure footer form h1 h2 h3 h4 h5 h6 header hgroup hr html legend li main menu nav ol p section summary
+    table tbody tfoot thead tr ul""".split()
+)
+_CELL_TAGS = frozenset({"td", "th"})
+# Private-use characters mark <br> and table cells while whitespace is collapsed; page text has its own
+# private-use characters (icon-font glyphs) removed first, so the markers cannot be forged.
+_BR = "\ue000"
+_CELL = "\ue001"
+# C0 controls other than whitespace, DEL, and the private-use area (icon-font glyphs).
+_STRIP_CHARS = dict.fromkeys([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F, *range(0xE000, 0xF900)])
+_SPACES = re.compile(r"\s+")
+_CELL_RUN = re.compile(rf"\s*(?:{_CELL}\s*)+")
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+_MIN_MAIN_CHARS = 200
+
+
+def decode_body(body: bytes, charset: str | None, *, is_html: bool) -> str:
+    """Decode a body: BOM, then the HTTP charset, then the meta charset (HTML), then UTF-8, then detection.
+
+    Undecodable bytes become U+FFFD rather than failing: a page with a few bad bytes is still worth reading.
+    """
+    bom_text, bom_encoding = EncodingDetector.strip_byte_order_mark(body)
+    candidates = [bom_encoding, charset]
+    if is_html:
+        candidates.append(EncodingDetector.find_declared_encoding(body, is_html=True))
+    for name in candidates:
+        if name and _is_text_codec(name):
+            return (bom_text if name == bom_encoding else body).decode(name, errors="replace")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    detected = UnicodeDammit(body, is_html=is_html).unicode_markup
+    return detected if detected is not None else body.decode("utf-8", errors="replace")
+
+
+def _is_text_codec(name: str) -> bool:
+    try:
+        info = codecs.lookup(name)
+    except LookupError:
+        return False
+    # rot13, base64 and friends are registered codecs too, but not text encodings.
+    return getattr(info, "_is_text_encoding", True)
+
+
+def extract_text(body: str, content_type: str, url: str) -> tuple[str, str]:
+    """(title, text) for any allowed content type: HTML is extracted, markdown and plain text pass through."""
+    if content_type in HTML_TYPES:
+        return extract_page(body, url)
+    text = _clean_plain(body)
+    if content_type in MARKDOWN_TYPES:
+        heading = re.search(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, re.MULTILINE)
+        title = heading.group(1) if heading else _first_line(text)
+    else:
+        title = _first_line(text)
+    return title, text
+
+
+def extract_page(html: str | bytes, url: str) -> tuple[str, str]:
+    """(title, main text) of an HTML page: boilerplate, scripts and hidden elements removed, blocks kept."""
+    soup = BeautifulSoup(html, "lxml")
+    title = _title(soup)
+    body = soup.body or soup
+    _drop_noise(body)
+    root = _main_root(soup, body)
+    text = _render(root)
+    log.debug("extracted %s chars from %s (root <%s>)", len(text), url, root.name)
+    return title, text
+
+
+def _title(soup: BeautifulSoup) -> str:
+    head = soup.head or soup
+    tag = head.find("title") or soup.find("title")
+    if isinstance(tag, Tag):
+        title = _collapse(tag.get_text())
+        if title:
+            return title[:300]
+    meta = soup.find("meta", attrs={"property": "og:title"})
+    if isinstance(meta, Tag) and isinstance(meta.get("content"), str):
+        title = _collapse(str(meta["content"]))
+        if title:
+            return title[:300]
+    h1 = soup.find("h1")
+    return _collapse(h1.get_text())[:300] if isinstance(h1, Tag) else ""
+
+
+def _collapse(text: str) -> str:
+    return _SPACES.sub(" ", text.translate(_STRIP_CHARS)).strip()
+
+
+def _text_len(tag: Tag) -> int:
+    return sum(len(s.strip()) for s in tag.find_all(string=True) if not isinstance(s, PreformattedString))
+
+
+def _drop_noise(body: Tag) -> None:
+    """Remove boilerplate and invisible elements in place."""
+    for tag in body.find_all(_DROP_TAGS):
+        if not tag.decomposed:
+            tag.decompose()
+    for tag in body.find_all(role=True):
+        if not tag.decomposed and str(tag.get("role", "")).strip().lower() in _DROP_ROLES:
+            tag.decompose()
+    # Softer signals: a form, a hidden wrapper or a "cookie" class that holds most of the page is a layout
+    # wrapper (ASP.NET pages sit in one <form>, some sites hide the body until scripts run), so keep those.
+    soft = [tag for tag in body.find_all(True) if tag.name == "form" or _is_hidden(tag) or _is_cookie_banner(tag)]
+    if not soft:
+        return
+    page_len = _text_len(body)
+    for tag in soft:
+        if tag.decomposed:
+            continue
+        if page_len and _text_len(tag) > page_len / 2:
+            continue
+        tag.decompose()
+
+
+def _is_hidden(tag: Tag) -> bool:
+    hidden = tag.get("hidden")
+    if hidden is not None and str(hidden).strip().lower() != "until-found":  # until-found is findable text
+        return True
+    if str(tag.get("aria-hidden", "")).strip().lower() == "true":
+        return True
+    return bool(_HIDDEN_STYLE.search(str(tag.get("style", ""))))
+
+
+def _is_cookie_banner(tag: Tag) -> bool:
+    names = [str(tag.get("id", "")), *(str(name) for name in tag.get_attribute_list("class") if name)]
+    return any(name and _COOKIE_MARK.search(name) for name in names)
+
+
+def _main_root(soup: BeautifulSoup, body: Tag) -> Tag:
+    """The <main>, [role=main] or <article> that holds the bulk of the text, else the body."""
+    body_len = _text_len(body)
+    for selector, share in (("main", 0.3), ('[role="main"]', 0.3), ("article", 0.5)):
+        candidates = soup.select(selector)
+        if not candidates:
+            continue
+        best = max(candidates, key=_text_len)
+        length = _text_len(best)
+        if length >= _MIN_MAIN_CHARS and length >= share * body_len:
+            return best
+    return body
+
+
+def _render(root: Tag) -> str:
+    """Text of `root` with one blank line between blocks and list items on consecutive lines.
+
+    Iterative on purpose: hostile pages nest thousands of elements deep.
+    """
+    blocks: list[tuple[str, bool]] = []  # (text, is_list_item)
+    parts: list[str] = []
+    open_blocks: list[str] = []
+
+    def flush() -> None:
+        raw = "".join(parts)
+        parts.clear()
+        lines = []
+        for line in _SPACES.sub(" ", raw).split(_BR):
+            line = _CELL_RUN.sub(" | ", line).strip()
+            if line.startswith("| "):
+                line = line[2:]
+            if line.endswith(" |"):
+                line = line[:-2]
+            if line.strip():
+                lines.append(line.strip())
+        if not lines:
+            return
+        kind = open_blocks[-1] if open_blocks else ""
+        text = "\n".join(lines)
+        blocks.append((f"- {text}" if kind == "li" else text, kind == "li"))
+
+    stack: list[tuple[object, bool]] = [(root, False)]
+    while stack:
+        node, closing = stack.pop()
+        if closing:
+            flush()
+            open_blocks.pop()
+        elif isinstance(node, NavigableString):
+            if not isinstance(node, PreformattedString):  # comments, doctype, CDATA, processing instructions
+                parts.append(str(node).translate(_STRIP_CHARS))
+        elif isinstance(node, Tag):
+            name = node.name
+            if name == "br":
+                parts.append(_BR)
+            elif name == "pre":
+                flush()
+                pre = "\n".join(line.rstrip() for line in node.get_text().translate(_STRIP_CHARS).splitlines())
+                if pre.strip():
+                    blocks.append((pre.strip("\n"), False))
+            else:
+                if name in _CELL_TAGS:
+                    parts.append(_CELL)
+                if name in _BLOCK_TAGS:
+                    flush()
+                    open_blocks.append(name)
+                    stack.append((node, True))
+                stack.extend((child, False) for child in reversed(node.contents))
+    flush()
+
+    out: list[str] = []
+    previous_item = False
+    for text, is_item in blocks:
+        if out:
+            out.append("\n" if is_item and previous_item else "\n\n")
+        out.append(text)
+        previous_item = is_item
+    return "".join(out)
+
+
+def _clean_plain(text: str) -> str:
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    cleaned = "\n".join(line.translate(_STRIP_CHARS) for line in lines)
+    return _BLANK_LINES.sub("\n\n", cleaned).strip()
+
+
+def _first_line(text: str) -> str:
+    for line in text.split("\n"):
+        if line.strip():
+            return _collapse(line)[:300]
+    return ""

@@ -1,0 +1,92 @@
+"""Limits shared by every worker through Redis: a request rate per service, a concurrency per host.
+
+Adding workers must not add load on a provider: the limits are counted in Redis, not per process. Both are
+sliding-window / lease structures kept in sorted sets and changed atomically by Lua scripts, timed by the Redis
+server's clock so that workers on different machines agree.
+"""
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis
+from django.conf import settings
+
+# Admit one more call if fewer than `limit` were admitted in the last `window` ms; else say how long to wait.
+_RATE = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local window = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) < limit then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], window * 2)
+  return 0
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return math.max(1, tonumber(oldest[2]) + window - now)
+"""
+
+# Take one of `limit` slots; a slot holder that died frees its slot when its lease runs out.
+_SLOT = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 2)
+  return 1
+end
+return 0
+"""
+
+_local = threading.local()
+
+
+def _client() -> redis.Redis:
+    client = getattr(_local, "client", None)
+    if client is None or getattr(_local, "url", None) != settings.REDIS_URL:
+        client = _local.client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+        _local.url = settings.REDIS_URL
+    return client
+
+
+def wait_for_rate(service: str, per_second: float, max_wait: float = 300.0) -> None:
+    """Block until a call to `service` fits under `per_second` across all workers (no-op when 0)."""
+    if per_second <= 0 or not settings.REDIS_URL:  # embedded mode: one machine, no shared counter
+        return
+    # Below one call a second the window grows; above, fractional rates round down (the safe side).
+    window_ms, limit = (1000, int(per_second)) if per_second >= 1 else (int(1000 / per_second), 1)
+    deadline = time.monotonic() + max_wait
+    member = uuid.uuid4().hex
+    script = _client().register_script(_RATE)
+    while True:
+        wait_ms = int(script(keys=[f"ratelimit:{service}"], args=[window_ms, limit, member]))
+        if wait_ms == 0:
+            return
+        if time.monotonic() + wait_ms / 1000 > deadline:
+            raise TimeoutError(f"rate limit for {service} did not admit a call within {max_wait}s")
+        time.sleep(wait_ms / 1000)
+
+
+@contextmanager
+def host_slot(host: str, limit: int, lease_seconds: float, max_wait: float) -> Iterator[None]:
+    """Hold one of `limit` concurrent slots for `host` across all workers (no-op when limit is 0)."""
+    if limit <= 0 or not settings.REDIS_URL:
+        yield
+        return
+    key, member = f"hostslots:{host}", uuid.uuid4().hex
+    client = _client()
+    script = client.register_script(_SLOT)
+    deadline = time.monotonic() + max_wait
+    while not int(script(keys=[key], args=[limit, int(lease_seconds * 1000), member])):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no free slot for {host} within {max_wait}s")
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        client.zrem(key, member)

@@ -1,0 +1,85 @@
+"""The SearxNG client: JSON search results, at most N distinct http(s) URLs per query."""
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from urllib.parse import urldefrag, urlparse
+
+import requests
+from django.conf import settings
+
+from workers.clients import ratelimit
+from workers.errors import PermanentError, TransientError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    url: str
+    title: str
+    snippet: str
+
+
+def normalise_url(url: str) -> str:
+    """Drop the fragment: `page#a` and `page#b` are one page to fetch."""
+    return urldefrag(url.strip())[0]
+
+
+def search(query: str, limit: int | None = None) -> list[SearchResult]:
+    """Search SearxNG; retries transient failures with backoff, then raises TransientError."""
+    limit = limit or settings.SEARCH_RESULTS_PER_QUERY
+    attempt = 0
+    while True:
+        ratelimit.wait_for_rate(f"search:{urlparse(settings.SEARXNG_URL).netloc}", settings.SEARCH_RATE_LIMIT)
+        try:
+            response = requests.get(
+                f"{settings.SEARXNG_URL}/search",
+                params={"q": query, "format": "json"},
+                timeout=(5, settings.SEARCH_TIMEOUT),
+                headers={"Accept": "application/json"},
+            )
+            if response.status_code == 429 or response.status_code >= 500:
+                raise TransientError(f"search engine answered HTTP {response.status_code}")
+            if response.status_code != 200:
+                # 403 is what SearxNG answers when the JSON format is not enabled in its settings.
+                raise PermanentError(f"search engine answered HTTP {response.status_code} (is format=json enabled?)")
+            payload = response.json()
+        except (requests.Timeout, requests.ConnectionError) as exc:
+            error: TransientError = TransientError(f"search engine unreachable: {type(exc).__name__}")
+        except TransientError as exc:
+            error = exc
+        except ValueError as exc:
+            raise PermanentError(f"search engine answered with invalid JSON: {exc}") from exc
+        else:
+            return _results(payload, limit)
+        if attempt >= settings.SEARCH_MAX_RETRIES:
+            raise error
+        delay = min(20.0, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+        log.warning("search failed (%s); retry %s in %.1fs", error, attempt + 1, delay)
+        time.sleep(delay)
+        attempt += 1
+
+
+def _results(payload: object, limit: int) -> list[SearchResult]:
+    if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
+        raise PermanentError("search engine answer has no results list")
+    seen: set[str] = set()
+    results = []
+    for item in payload["results"]:
+        if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+            continue
+        url = normalise_url(item["url"])
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc or url in seen:
+            continue
+        seen.add(url)
+        results.append(
+            SearchResult(
+                url=url, title=str(item.get("title") or "")[:500], snippet=str(item.get("content") or "")[:2000]
+            )
+        )
+        if len(results) == limit:
+            break
+    return results

@@ -1,0 +1,13 @@
+"""Error types shared by clients, pipeline and tasks: only TransientError is ever retried."""
+
+
+class TransientError(Exception):
+    """A failure that may go away if the same call is made again later (timeout, 429, 5xx, connection)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(Exception):
+    """A failure that repeating the call will not fix (bad request, invalid output after re-asking)."""

@@ -1,0 +1,93 @@
+"""Analysis: the website analyzer's facts for the query's objective, kept only with quotes found on the page."""
+
+import logging
+
+from django.utils import timezone
+
+from research.events import record_event
+from research.models import EventType, Extract, Research, Website, WebsiteStatus
+from workers.agents.engines import engine_for
+from workers.pipeline import progress
+from workers.pipeline.lifecycle import running_research
+from workers.pipeline.locks import research_transaction, worker_name
+from workers.pipeline.quotes import PageText
+from workers.pipeline.usage import add_usage
+
+log = logging.getLogger(__name__)
+
+
+def analyze_website(website_id: int) -> None:
+    """Extract facts and verbatim quotes from the website's stored page text."""
+    website = Website.objects.select_related("query", "page").filter(pk=website_id).first()
+    if website is None or website.status != WebsiteStatus.ANALYZING or website.page is None:
+        return
+    if running_research(website.research_id) is None:
+        return
+    Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
+        claimed_at=timezone.now(), claimed_by=worker_name()
+    )
+    text = website.page.text
+    research_engine = engine_for(Research.objects.values_list("engine", flat=True).get(pk=website.research_id))
+    findings, prompt_tokens, completion_tokens = research_engine.analyze(
+        website.query.objective, website.query.query, website.url, website.title, text
+    )
+    add_usage(website.research_id, prompt_tokens, completion_tokens)
+    page_text = PageText(text)
+    kept = [finding for finding in findings if page_text.contains(finding.quote)]
+    dropped = len(findings) - len(kept)
+    if dropped:
+        log.info("dropped %s quotes not found on %s", dropped, website.url)
+
+    with research_transaction(website.research_id):
+        if not Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
+            status=WebsiteStatus.ANALYZED, finished_at=timezone.now()
+        ):
+            return  # a duplicate delivery got here first
+        Extract.objects.bulk_create(
+            Extract(
+                research_id=website.research_id,
+                website_id=website_id,
+                position=index,
+                fact=finding.fact,
+                quote=finding.quote,
+            )
+            for index, finding in enumerate(kept)
+        )
+        progress.add_dropped_quotes(website.research_id, dropped)
+        record_event(
+            website.research_id,
+            EventType.ANALYZED,
+            {
+                "website_id": website_id,
+                "url": website.url,
+                "facts": len(kept),
+                "quotes_dropped": dropped,
+            },
+        )
+        progress.website_finished(website.query_id)
+
+
+def analysis_failed(website_id: int, error: BaseException) -> None:
+    """The model could not analyse the page (after retries): a minor failure; the query goes on."""
+    website = Website.objects.filter(pk=website_id).first()
+    if website is None:
+        return
+    with research_transaction(website.research_id):
+        if not Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
+            status=WebsiteStatus.FAILED,
+            failure_reason="analysis_failed",
+            error=str(error)[:2000],
+            finished_at=timezone.now(),
+        ):
+            return
+        record_event(
+            website.research_id,
+            EventType.WEBSITE_FAILED,
+            {
+                "website_id": website_id,
+                "url": website.url,
+                "reason": "analysis_failed",
+                "error": str(error)[:300],
+            },
+        )
+        progress.website_finished(website.query_id)

@@ -1,0 +1,155 @@
+"""Render the report writer's structured output as markdown, keeping only citations and quotes that hold.
+
+A citation holds when its number is one of the research's analysed pages; a quote holds when it occurs in the
+cited page's stored text. A sentence left with no valid citation is dropped: every sentence must cite. URLs the
+model wrote into the text itself are removed, and a last pass over the markdown removes any link that is not an
+analysed page. Everything dropped is counted in the stats.
+"""
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.agents.report_writer import SourceNote
+from workers.pipeline.quotes import PageText
+
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_BARE_URL = re.compile(r"(?:https?|ftp|javascript|data|file):[^\s)\]]+", re.IGNORECASE)
+_INLINE_MARK = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+
+
+@dataclass
+class Stats:
+    sentences: int = 0
+    sentences_dropped: int = 0
+    citations: int = 0
+    citations_dropped: int = 0
+    quotes: int = 0
+    quotes_dropped: int = 0
+    sources_cited: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Renderer:
+    sources: dict[int, SourceNote]
+    page_texts: dict[str, PageText]
+    stats: Stats = field(default_factory=Stats)
+    numbers: dict[int, int] = field(default_factory=dict)  # writer's number → number in the report
+    quotes_used: dict[int, list[str]] = field(default_factory=dict)
+
+    def clean_text(self, text: str) -> str:
+        analysed = {source.url for source in self.sources.values()}
+
+        def unlink(match: re.Match[str]) -> str:
+            if match.group(2) not in analysed:
+                self.stats.citations_dropped += 1
+            return match.group(1)
+
+        def drop_url(match: re.Match[str]) -> str:
+            if match.group(0).rstrip(".,;:") not in analysed:
+                self.stats.citations_dropped += 1
+            return ""
+
+        text = _MD_LINK.sub(unlink, str(text))
+        text = _BARE_URL.sub(drop_url, text)
+        text = _INLINE_MARK.sub("", text)
+        # The renderer adds the only links; brackets left in the text could form new ones.
+        text = text.replace("[", "(").replace("]", ")").replace("<", "‹").replace(">", "›")
+        return " ".join(text.split())
+
+    def sentence(self, item: dict[str, Any]) -> str | None:
+        self.stats.sentences += 1
+        text = self.clean_text(item.get("text", ""))
+        cited: list[int] = []
+        for number in item.get("sources", []):
+            if isinstance(number, int) and number in self.sources:
+                if number not in cited:
+                    cited.append(number)
+            else:
+                self.stats.citations_dropped += 1
+        for quote in item.get("quotes", []):
+            self.stats.quotes += 1
+            number, text_of_quote = quote.get("source"), str(quote.get("quote", ""))
+            source = self.sources.get(number) if isinstance(number, int) else None
+            if source is None or not self.page_texts[source.url].contains(text_of_quote):
+                self.stats.quotes_dropped += 1
+                continue
+            self.quotes_used.setdefault(number, [])
+            if text_of_quote not in self.quotes_used[number]:
+                self.quotes_used[number].append(" ".join(text_of_quote.split()))
+            if number not in cited:
+                cited.append(number)
+        if not text or not cited:
+            self.stats.sentences_dropped += 1
+            return None
+        marks = []
+        for number in cited:
+            report_number = self.numbers.setdefault(number, len(self.numbers) + 1)
+            marks.append(f"[[{report_number}]]({self.sources[number].url})")
+            self.stats.citations += 1
+        return f"{text} {''.join(marks)}"
+
+    def paragraphs(self, paragraphs: list[Any]) -> list[str]:
+        rendered = []
+        for paragraph in paragraphs:
+            sentences = [s for s in (self.sentence(item) for item in paragraph if isinstance(item, dict)) if s]
+            if sentences:
+                rendered.append(" ".join(sentences))
+        return rendered
+
+
+def render_report(
+    report: dict[str, Any], sources: list[SourceNote], page_texts: dict[str, PageText]
+) -> tuple[str, dict[str, int]]:
+    renderer = _Renderer({source.number: source for source in sources}, page_texts)
+    title = renderer.clean_text(report.get("title", "")) or "Research report"
+    lines = [f"# {title}", ""]
+    summary = renderer.paragraphs([report.get("summary", [])])
+    if summary:
+        lines += ["## Summary", "", *summary, ""]
+    for section in report.get("sections", []):
+        body = renderer.paragraphs(section.get("paragraphs", []))
+        subsections = []
+        for sub in section.get("subsections", []):
+            sub_body = renderer.paragraphs(sub.get("paragraphs", []))
+            if sub_body:
+                subsections += [
+                    f"### {renderer.clean_text(sub.get('heading', '')) or 'Details'}",
+                    "",
+                    *_spaced(sub_body),
+                ]
+        if body or subsections:
+            lines += [
+                f"## {renderer.clean_text(section.get('heading', '')) or 'Findings'}",
+                "",
+                *_spaced(body),
+                *subsections,
+            ]
+    lines += ["## Sources", ""]
+    by_report_number = sorted(renderer.numbers.items(), key=lambda item: item[1])
+    for number, report_number in by_report_number:
+        source = renderer.sources[number]
+        title_text = renderer.clean_text(source.title) or source.url
+        entry = f"{report_number}. [{title_text}]({source.url})"
+        quoted = renderer.quotes_used.get(number)
+        if quoted:
+            entry += " — quoted: " + "; ".join(f"“{q}”" for q in quoted[:5])
+        lines.append(entry)
+    renderer.stats.sources_cited = len(by_report_number)
+    markdown = "\n".join(lines).rstrip() + "\n"
+    return markdown, renderer.stats.as_dict()
+
+
+def _spaced(paragraphs: list[str]) -> list[str]:
+    result = []
+    for paragraph in paragraphs:
+        result += [paragraph, ""]
+    return result
+
+
+def cited_urls(markdown: str) -> list[str]:
+    """Every link target in a markdown document, in order."""
+    return [match.group(2) for match in _MD_LINK.finditer(markdown)]

@@ -1,0 +1,92 @@
+"""Planning: the top-level queries of a research, or the children of a finished query."""
+
+import logging
+
+from django.db import transaction
+
+from research.events import record_event
+from research.models import EventType, FollowUpQuestion, QueryStatus, SerpQuery
+from research.planning import children_per_query
+from workers.agents.engines import engine_for
+from workers.agents.query_generator import Ancestor
+from workers.pipeline.lifecycle import running_research
+from workers.pipeline.locks import research_transaction
+from workers.pipeline.usage import add_usage
+
+log = logging.getLogger(__name__)
+
+
+def plan_queries(research_id: str, parent_id: int | None) -> None:
+    """Write and store the queries under `parent_id` (None: the top level), then queue each one's search.
+
+    The model call happens outside any transaction; the insert is conditional (a parent's `children_planned`
+    flag, or no top-level query yet), so a duplicate delivery stores nothing and queues nothing.
+    """
+    from workers import tasks
+
+    research = running_research(research_id)
+    if research is None:
+        return
+    parent = None
+    if parent_id is not None:
+        parent = SerpQuery.objects.filter(pk=parent_id, research_id=research.pk).first()
+        if parent is None or parent.children_planned or parent.status != QueryStatus.DONE:
+            return
+        if parent.depth >= research.depth:
+            return  # a leaf: the tree ends at the research's depth
+        count, depth = children_per_query(research.breadth, parent.depth), parent.depth + 1
+    else:
+        if SerpQuery.objects.filter(research_id=research.pk, parent__isnull=True).exists():
+            return
+        count, depth = research.breadth, 1
+
+    answers = list(
+        FollowUpQuestion.objects.filter(research_id=research.pk).order_by("position").values_list("question", "answer")
+    )
+    planned, prompt_tokens, completion_tokens = engine_for(research.engine).plan_queries(
+        research.prompt, answers, _ancestors(parent), count
+    )
+    add_usage(research.pk, prompt_tokens, completion_tokens)
+
+    with research_transaction(research.pk):
+        if parent is not None:
+            if not SerpQuery.objects.filter(pk=parent.pk, children_planned=False).update(children_planned=True):
+                return
+        # The research row lock serialises two deliveries of the top-level planning.
+        elif SerpQuery.objects.filter(research_id=research.pk, parent__isnull=True).exists():
+            return
+        created = SerpQuery.objects.bulk_create(
+            SerpQuery(
+                research_id=research.pk,
+                parent=parent,
+                depth=depth,
+                position=index,
+                query=item.query,
+                objective=item.objective,
+            )
+            for index, item in enumerate(planned)
+        )
+        for query in created:
+            record_event(
+                research.pk,
+                EventType.NEW_SERP_QUERY,
+                {
+                    "query_id": query.pk,
+                    "parent_id": parent_id,
+                    "depth": depth,
+                    "query": query.query,
+                    "objective": query.objective,
+                },
+            )
+        ids = [query.pk for query in created]
+        transaction.on_commit(lambda: [tasks.run_query_task.delay(query_id) for query_id in ids], robust=True)
+
+
+def _ancestors(parent: SerpQuery | None) -> list[Ancestor]:
+    """The whole chain from the top-level query down to `parent`, each with its learnings."""
+    chain = []
+    node = parent
+    while node is not None:
+        chain.append(Ancestor(node.query, node.objective, list(node.learnings or [])))
+        node = SerpQuery.objects.filter(pk=node.parent_id).first() if node.parent_id else None
+    return list(reversed(chain))

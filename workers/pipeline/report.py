@@ -1,0 +1,142 @@
+"""The report: written once, when every query of the tree is done, from the research's verified extracts."""
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from research.events import record_event
+from research.models import (
+    Document,
+    DocumentKind,
+    EventType,
+    Extract,
+    FollowUpQuestion,
+    Page,
+    PageStatus,
+    Research,
+    ResearchStatus,
+    SerpQuery,
+)
+from workers.agents import report_writer
+from workers.agents.common import CHARS_PER_TOKEN
+from workers.agents.engines import EXTRACTIVE, engine_for
+from workers.agents.report_writer import SourceNote
+from workers.pipeline.citations import cited_urls, render_report
+from workers.pipeline.lifecycle import fail_research
+from workers.pipeline.locks import research_transaction, worker_name
+from workers.pipeline.quotes import PageText
+from workers.pipeline.usage import add_usage
+
+log = logging.getLogger(__name__)
+
+
+def write_report(research_id: str) -> None:
+    """Claim the report (running → reporting, once), write it, verify its citations, store it."""
+    with research_transaction(research_id):
+        if not Research.objects.filter(pk=research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0).update(
+            status=ResearchStatus.REPORTING,
+            claimed_at=timezone.now(),
+            claimed_by=worker_name(),
+            attempts=F("attempts") + 1,
+        ):
+            return  # not finished, already reporting, or over: a duplicate delivery does nothing
+        record_event(research_id, EventType.REPORT_WRITING_START, {})
+    research = Research.objects.get(pk=research_id)
+    answers = list(
+        FollowUpQuestion.objects.filter(research_id=research_id).order_by("position").values_list("question", "answer")
+    )
+    objectives = list(
+        SerpQuery.objects.filter(research_id=research_id, depth=1)
+        .order_by("position")
+        .values_list("objective", flat=True)
+    )
+    sources, page_texts = collect_sources(research_id)
+
+    report, prompt_tokens, completion_tokens = engine_for(research.engine).write(
+        research.prompt, answers, objectives, sources
+    )
+    add_usage(research_id, prompt_tokens, completion_tokens)
+    markdown, stats = render_report(report, sources, page_texts)
+    if research.engine == EXTRACTIVE:
+        markdown = _offline_note(markdown)
+    analysed = {source.url for source in sources}
+    stray = [url for url in cited_urls(markdown) if url not in analysed]
+    if stray:  # the renderer admits no such link; this guards the guarantee itself
+        raise RuntimeError(f"report cites pages that were not analysed: {stray[:3]}")
+    stats["sources_available"] = len(sources)
+
+    with research_transaction(research_id):
+        try:
+            with transaction.atomic():
+                Document.objects.create(
+                    research_id=research_id, kind=DocumentKind.REPORT, markdown=markdown, stats=stats
+                )
+        except IntegrityError:
+            return
+        title = markdown.splitlines()[0].lstrip("# ").strip()[:200]
+        Research.objects.filter(pk=research_id, status=ResearchStatus.REPORTING).update(
+            status=ResearchStatus.COMPLETED, finished_at=timezone.now(), title=title or research.title
+        )
+        record_event(research_id, EventType.REPORT_WRITING_SUCCESSFUL, stats)
+
+
+def _offline_note(markdown: str) -> str:
+    """Say plainly, under the title, that no language model wrote this report."""
+    where = "the local document collection" if settings.SEARCH_PROVIDERS == ["local"] else "the pages it found"
+    title, _, rest = markdown.partition("\n")
+    note = (
+        f"> Offline research: written by the extractive engine, without a language model, from {where}. "
+        "Every sentence below is a sentence of the document it cites."
+    )
+    return f"{title}\n\n{note}\n{rest}"
+
+
+def report_failed(research_id: str, error: BaseException) -> None:
+    fail_research(
+        research_id,
+        reason="report_failed",
+        what=f"The report could not be written: {error}",
+        impact="All queries finished and every extract is kept below, but there is no report.",
+    )
+
+
+def collect_sources(research_id: Any) -> tuple[list[SourceNote], dict[str, PageText]]:
+    """One numbered source per analysed page with extracts, trimmed to the report's token budget."""
+    rows = (
+        Extract.objects.filter(research_id=research_id)
+        .order_by("website__query__depth", "website__query_id", "website__position", "position")
+        .values_list("website__url", "website__title", "fact", "quote")
+    )
+    by_url: dict[str, SourceNote] = {}
+    for url, title, fact, quote in rows:
+        note = by_url.get(url)
+        if note is None:
+            note = by_url[url] = SourceNote(number=len(by_url) + 1, url=url, title=title)
+        note.findings.append((fact, quote))
+    sources = list(by_url.values())
+    _trim(sources, settings.REPORT_TOKEN_BUDGET * CHARS_PER_TOKEN)
+    texts = dict(
+        Page.objects.filter(research_id=research_id, url__in=by_url, status=PageStatus.FETCHED).values_list(
+            "url", "text"
+        )
+    )
+    return sources, {url: PageText(texts.get(url, "")) for url in by_url}
+
+
+def _trim(sources: list[SourceNote], max_chars: int) -> None:
+    """Fewer findings per source until the sources block fits; every source keeps at least one."""
+
+    def size() -> int:
+        return len(report_writer.sources_block(sources))
+
+    per_source = max((len(s.findings) for s in sources), default=0)
+    while per_source > 1 and size() > max_chars:
+        per_source -= 1
+        for source in sources:
+            del source.findings[per_source:]
+    while len(sources) > 1 and size() > max_chars:
+        sources.pop()

@@ -1,0 +1,177 @@
+"""Scraping: fetch a website's page once per research, then hand every website with that URL to analysis."""
+
+import logging
+from datetime import timedelta
+from urllib.parse import urlparse
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from research.events import record_event
+from research.models import EventType, Page, PageStatus, Website, WebsiteStatus
+from workers.clients.fetch import FetchedPage, FetchError, fetch_page
+from workers.clients.ratelimit import host_slot
+from workers.pipeline import progress
+from workers.pipeline.lifecycle import running_research
+from workers.pipeline.locks import research_transaction, worker_name
+
+log = logging.getLogger(__name__)
+
+
+def scrape_website(website_id: int) -> None:
+    """Fetch the website's page unless this research has it (or is fetching it) already."""
+    website = Website.objects.filter(pk=website_id).first()
+    if website is None or website.status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING):
+        return
+    if running_research(website.research_id) is None:
+        return
+
+    with research_transaction(website.research_id):
+        page, created = Page.objects.get_or_create(research_id=website.research_id, url=website.url)
+        # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
+        page = Page.objects.select_for_update().get(pk=page.pk)
+        website = Website.objects.select_for_update().get(pk=website_id)
+        if website.status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING):
+            return
+        Website.objects.filter(pk=website_id).update(
+            status=WebsiteStatus.SCRAPING, page=page, claimed_at=timezone.now(), claimed_by=worker_name()
+        )
+        if page.status == PageStatus.FETCHED:
+            record_event(
+                website.research_id, EventType.SCRAPING, {"website_id": website_id, "url": website.url, "reused": True}
+            )
+            _to_analysis(page, [website_id])
+            return
+        if page.status == PageStatus.FAILED:
+            _fail(page, [website_id])
+            return
+        stale = page.claimed_at is None or timezone.now() - page.claimed_at > timedelta(
+            seconds=settings.SCRAPE_DEADLINE + 60
+        )
+        if not (created or stale):
+            return  # another website of this research is fetching the URL; it will move this one on
+        Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now())
+        record_event(website.research_id, EventType.SCRAPING, {"website_id": website_id, "url": website.url})
+
+    try:
+        # Politeness: a few fetches at a time per host, across all workers.
+        with host_slot(
+            urlparse(website.url).netloc.lower(),
+            settings.SCRAPE_PER_HOST_CONCURRENCY,
+            lease_seconds=settings.SCRAPE_DEADLINE + 10,
+            max_wait=settings.LEASE_SECONDS,
+        ):
+            fetched: FetchedPage | None = fetch_page(
+                website.url,
+                allowed_private=settings.SCRAPE_ALLOWED_PRIVATE_HOSTS,
+                max_bytes=settings.SCRAPE_MAX_BYTES,
+                deadline=settings.SCRAPE_DEADLINE,
+            )
+        error = None
+    except FetchError as exc:
+        fetched, error = None, exc
+        log.info("fetch of %s failed: %s (%s)", website.url, exc.reason, exc.message)
+
+    with research_transaction(website.research_id):
+        page = Page.objects.select_for_update().get(pk=page.pk)
+        if page.status != PageStatus.FETCHING:
+            return  # a takeover finished it first
+        now = timezone.now()
+        if fetched is not None:
+            Page.objects.filter(pk=page.pk).update(
+                status=PageStatus.FETCHED,
+                final_url=fetched.final_url,
+                title=fetched.title[:1000],
+                text=fetched.text,
+                http_status=fetched.status_code,
+                content_type=fetched.content_type[:200],
+                bytes_read=fetched.bytes_read,
+                fetched_at=now,
+            )
+        else:
+            Page.objects.filter(pk=page.pk).update(
+                status=PageStatus.FAILED,
+                failure_reason=error.reason[:40],
+                error=error.message[:2000],
+                http_status=error.status_code,
+                fetched_at=now,
+            )
+        page.refresh_from_db()
+        waiting = list(
+            Website.objects.select_for_update()
+            .filter(page=page, status=WebsiteStatus.SCRAPING)
+            .values_list("pk", flat=True)
+        )
+        if fetched is not None:
+            _to_analysis(page, waiting)
+        else:
+            _fail(page, waiting)
+
+
+def _to_analysis(page: Page, website_ids: list[int]) -> None:
+    from workers import tasks
+
+    for website_id in website_ids:
+        website = Website.objects.get(pk=website_id)
+        Website.objects.filter(pk=website_id).update(
+            status=WebsiteStatus.ANALYZING,
+            title=website.title or page.title[:1000],
+            http_status=page.http_status,
+            content_type=page.content_type,
+        )
+        record_event(website.research_id, EventType.ANALYZING, {"website_id": website_id, "url": website.url})
+    transaction.on_commit(
+        lambda: [tasks.analyze_website_task.delay(website_id) for website_id in website_ids], robust=True
+    )
+
+
+def _fail(page: Page, website_ids: list[int]) -> None:
+    for website_id in website_ids:
+        website = Website.objects.get(pk=website_id)
+        Website.objects.filter(pk=website_id, status=WebsiteStatus.SCRAPING).update(
+            status=WebsiteStatus.FAILED,
+            failure_reason=page.failure_reason,
+            error=page.error,
+            http_status=page.http_status,
+            finished_at=timezone.now(),
+        )
+        record_event(
+            website.research_id,
+            EventType.WEBSITE_FAILED,
+            {
+                "website_id": website_id,
+                "url": website.url,
+                "reason": page.failure_reason,
+                "error": page.error[:300],
+            },
+        )
+        progress.website_finished(website.query_id)
+
+
+def scrape_failed(website_id: int, error: BaseException) -> None:
+    """An unexpected error while scraping (not a page failure): fail this website; the query goes on."""
+    research_id = Website.objects.filter(pk=website_id).values_list("research_id", flat=True).first()
+    if research_id is None:
+        return
+    with research_transaction(research_id):
+        website = Website.objects.select_for_update().filter(pk=website_id).first()
+        if website is None or website.status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING):
+            return
+        Website.objects.filter(pk=website_id).update(
+            status=WebsiteStatus.FAILED,
+            failure_reason="scrape_error",
+            error=str(error)[:2000],
+            finished_at=timezone.now(),
+        )
+        record_event(
+            website.research_id,
+            EventType.WEBSITE_FAILED,
+            {
+                "website_id": website_id,
+                "url": website.url,
+                "reason": "scrape_error",
+                "error": str(error)[:300],
+            },
+        )
+        progress.website_finished(website.query_id)

@@ -1,0 +1,92 @@
+"""Searching: one SERP query's results become website rows, each queued for scraping."""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from research.events import record_event
+from research.models import EventType, QueryStatus, SerpQuery, Website
+from workers.clients import search as search_client
+from workers.pipeline import progress
+from workers.pipeline.lifecycle import fail_research, running_research
+from workers.pipeline.locks import research_transaction, worker_name
+
+log = logging.getLogger(__name__)
+
+
+def run_query(query_id: int) -> None:
+    """Search for the query and store up to 7 websites; a query with no results is done at once."""
+    from workers import tasks
+
+    query = SerpQuery.objects.filter(pk=query_id).first()
+    if query is None or query.status not in (QueryStatus.PENDING, QueryStatus.SEARCHING):
+        return
+    if running_research(query.research_id) is None:
+        return
+    SerpQuery.objects.filter(pk=query_id, status__in=[QueryStatus.PENDING, QueryStatus.SEARCHING]).update(
+        status=QueryStatus.SEARCHING,
+        claimed_at=timezone.now(),
+        claimed_by=worker_name(),
+        started_at=query.started_at or timezone.now(),
+    )
+
+    results = search_client.search(query.query)
+
+    with research_transaction(query.research_id):
+        # Only one delivery moves the query on from searching; a duplicate's results are dropped here.
+        if not SerpQuery.objects.filter(pk=query_id, status=QueryStatus.SEARCHING).update(
+            status=QueryStatus.SCRAPING, pending_websites=len(results)
+        ):
+            return
+        websites = Website.objects.bulk_create(
+            Website(
+                research_id=query.research_id,
+                query_id=query_id,
+                position=index,
+                url=result.url,
+                title=result.title,
+                snippet=result.snippet,
+            )
+            for index, result in enumerate(results)
+        )
+        record_event(
+            query.research_id,
+            EventType.GOT_WEBSITES,
+            {
+                "query_id": query_id,
+                "query": query.query,
+                "urls": [w.url for w in websites],
+            },
+        )
+        if not websites:
+            progress.query_finished(query_id, QueryStatus.DONE, from_statuses=[QueryStatus.SCRAPING])
+        ids = [website.pk for website in websites]
+        transaction.on_commit(lambda: [tasks.scrape_website_task.delay(website_id) for website_id in ids], robust=True)
+
+
+def search_failed(query_id: int, error: BaseException) -> None:
+    """The search engine failed for good (retries exhausted, or a permanent error): critical for the research."""
+    query = SerpQuery.objects.filter(pk=query_id).first()
+    if query is None:
+        return
+    with research_transaction(query.research_id):
+        changed = SerpQuery.objects.filter(pk=query_id, status__in=[QueryStatus.PENDING, QueryStatus.SEARCHING]).update(
+            status=QueryStatus.FAILED, error=str(error)[:2000], finished_at=timezone.now()
+        )
+        if changed:
+            record_event(
+                query.research_id,
+                EventType.SERP_QUERY_FAILED,
+                {
+                    "query_id": query_id,
+                    "query": query.query,
+                    "error": str(error)[:500],
+                },
+            )
+    fail_research(
+        query.research_id,
+        reason="search_failed",
+        what=f"The search engine failed for the query “{query.query}”: {error}",
+        impact="Research cannot go on without search results, so it stopped; nothing found so far is lost.",
+    )

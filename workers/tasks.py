@@ -1,0 +1,122 @@
+"""Celery tasks: thin wrappers that take a row id and hand off to a pipeline function.
+
+Each task is safe to run twice or to be killed mid-way: the pipeline claims rows with conditional updates and
+commits results and follow-on work together. Transient errors the clients could not ride out are retried here
+with backoff; when retries run out, `on_failure` records what that means for the research.
+"""
+
+import logging
+from typing import Any
+
+import kombu.exceptions
+import redis.exceptions
+from celery import Task, shared_task
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+
+from workers.errors import TransientError
+from workers.pipeline import analyze, lifecycle, plan, recovery, report, scrape, search
+
+log = logging.getLogger(__name__)
+
+
+# A database, Redis or broker that restarts or drops a connection is a transient failure too: retry, and never
+# fail the research for it.
+INFRASTRUCTURE_ERRORS = (
+    OperationalError,
+    InterfaceError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    kombu.exceptions.OperationalError,
+)
+
+
+class ResearchTask(Task):
+    autoretry_for = (TransientError, *INFRASTRUCTURE_ERRORS)
+    retry_backoff = 2
+    retry_backoff_max = 60
+    retry_jitter = True
+    acks_late = True
+
+    @property
+    def max_retries(self) -> int:  # read at call time, so deployments (and tests) can tune it
+        return settings.TASK_MAX_RETRIES
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        handler = FAILURE_HANDLERS.get(self.name)
+        if handler is None or isinstance(exc, INFRASTRUCTURE_ERRORS):
+            return  # infrastructure failed, not the step: the sweeper re-queues it once it is back
+        try:
+            handler(*args, exc)
+        except Exception:  # noqa: BLE001 - the failure path must not raise over the original error
+            log.exception("failure handler of %s failed", self.name)
+
+
+@shared_task(base=ResearchTask, bind=True)
+def start_research_task(self: Task, research_id: str) -> None:
+    """Move a queued research to running and queue the planning of its top-level queries."""
+    lifecycle.start_research(research_id)
+
+
+@shared_task(base=ResearchTask, bind=True)
+def plan_queries_task(self: Task, research_id: str, parent_id: int | None) -> None:
+    """Write the top-level queries (parent None) or a finished query's children."""
+    plan.plan_queries(research_id, parent_id)
+
+
+@shared_task(base=ResearchTask, bind=True)
+def run_query_task(self: Task, query_id: int) -> None:
+    """Search one query and queue its websites."""
+    search.run_query(query_id)
+
+
+@shared_task(base=ResearchTask, bind=True)
+def scrape_website_task(self: Task, website_id: int) -> None:
+    """Fetch one website's page (once per URL per research) and queue its analysis."""
+    scrape.scrape_website(website_id)
+
+
+@shared_task(base=ResearchTask, bind=True)
+def analyze_website_task(self: Task, website_id: int) -> None:
+    """Extract facts and verified quotes from one website for its query's objective."""
+    analyze.analyze_website(website_id)
+
+
+@shared_task(base=ResearchTask, bind=True)
+def write_report_task(self: Task, research_id: str) -> None:
+    """Write, verify and store the report, once."""
+    report.write_report(research_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_task() -> dict[str, int]:
+    """Re-queue work whose lease ran out (run by Celery beat every SWEEP_INTERVAL seconds)."""
+    return recovery.sweep()
+
+
+def _planning_failed(research_id: str, parent_id: int | None, exc: BaseException) -> None:
+    lifecycle.fail_research(
+        research_id,
+        reason="planning_failed",
+        what=f"Search queries could not be planned: {exc}",
+        impact="The research stopped; the queries, pages and extracts found so far are kept below.",
+    )
+
+
+def _start_failed(research_id: str, exc: BaseException) -> None:
+    lifecycle.fail_research(
+        research_id,
+        reason="start_failed",
+        what=f"The research could not start: {exc}",
+        impact="Nothing was researched.",
+    )
+
+
+FAILURE_HANDLERS = {
+    start_research_task.name: _start_failed,
+    plan_queries_task.name: _planning_failed,
+    run_query_task.name: search.search_failed,
+    scrape_website_task.name: scrape.scrape_failed,
+    analyze_website_task.name: analyze.analysis_failed,
+    write_report_task.name: report.report_failed,
+}
