@@ -1,6 +1,8 @@
 """Admin: an operator can follow a running research (queries, websites, events) and find failures fast."""
 
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from research.models import (
     CollectionDocument,
@@ -93,6 +95,10 @@ class PageAdmin(admin.ModelAdmin):
     list_filter = ("status", "failure_reason")
     search_fields = ("url", "title")
     raw_id_fields = ("research",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Page]:
+        # The list shows no page text, and a page may hold megabytes of it.
+        return super().get_queryset(request).defer("text")
 
 
 @admin.register(Extract)

@@ -22,7 +22,7 @@ from research.models import (
 )
 from research.rendering import render_markdown
 from research.snapshot import build_snapshot, research_summary
-from research.validation import ApiError, int_field, json_body, list_field, text_field, uuid_value
+from research.validation import ApiError, clean_text, int_field, json_body, list_field, text_field, uuid_value
 from workers.agents.engines import default_engine
 from workers.errors import PermanentError, TransientError
 from workers.pipeline.followups import generate_followups
@@ -149,11 +149,7 @@ def _answers(data: dict[str, Any], research: Research) -> list[tuple[str, str]]:
         raise ApiError(400, f"expected {len(asked)} answers, one per question, got {len(answers)}", "answers")
     checked = []
     for index, answer in enumerate(answers):
-        if not isinstance(answer, str):
-            raise ApiError(400, f"answer {index + 1} must be a string", "answers")
-        if len(answer) > settings.MAX_ANSWER_CHARS:
-            raise ApiError(400, f"answer {index + 1} is longer than {settings.MAX_ANSWER_CHARS} characters", "answers")
-        checked.append((asked[index], answer.strip()))
+        checked.append((asked[index], clean_text(answer, "answers", settings.MAX_ANSWER_CHARS, f"answer {index + 1}")))
     return checked
 
 
@@ -187,7 +183,7 @@ def research_events(request: HttpRequest, research_id: str) -> HttpResponse:
     """Events after `?after=<seq>`: how a client that missed pushes catches up."""
     research = own_research(request, research_id)
     raw_after = request.GET.get("after", "0")
-    if not raw_after.isdigit():
+    if not (raw_after.isascii() and raw_after.isdigit()):  # "²".isdigit() is True, int("²") fails
         raise ApiError(400, "must be a non-negative integer", "after")
     events = Event.objects.filter(research=research, seq__gt=int(raw_after)).order_by("seq")[:5000]
     return JsonResponse(

@@ -28,6 +28,8 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"malformed JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "malformed JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise ApiError(400, "request body must be a JSON object")
     return data
@@ -39,15 +41,26 @@ def text_field(data: dict[str, Any], name: str, max_chars: int, required: bool =
         if required:
             raise ApiError(400, "this field is required", name)
         return ""
-    if not isinstance(value, str):
-        raise ApiError(400, "must be a string", name)
-    value = value.strip()
+    value = clean_text(value, name, max_chars)
     if required and not value:
         raise ApiError(400, "must not be empty", name)
+    return value
+
+
+def clean_text(value: Any, field: str, max_chars: int, label: str = "") -> str:
+    """A stripped string the database can store: not too long, no NUL, no lone surrogate (JSON allows both)."""
+    prefix = f"{label} " if label else ""
+    if not isinstance(value, str):
+        raise ApiError(400, f"{prefix}must be a string", field)
+    value = value.strip()
     if len(value) > max_chars:
-        raise ApiError(400, f"must be at most {max_chars} characters", name)
+        raise ApiError(400, f"{prefix}must be at most {max_chars} characters", field)
     if "\x00" in value:
-        raise ApiError(400, "must not contain NUL characters", name)
+        raise ApiError(400, f"{prefix}must not contain NUL characters", field)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, f"{prefix}must be valid Unicode text (it has a lone surrogate)", field) from None
     return value
 
 

@@ -11,7 +11,16 @@ from django.core.exceptions import ImproperlyConfigured
 
 
 def env_str(name: str, default: str = "") -> str:
+    """The value as given; set but empty stays empty (an empty REDIS_URL means the embedded mode)."""
     return os.environ.get(name, default).strip()
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of `choices` (case-insensitive); unset or empty (as in a copied .env.example) is the default."""
+    value = env_str(name).lower() or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return value
 
 
 def env_bool(name: str, default: bool = False) -> bool:
@@ -63,7 +72,8 @@ def env_url(name: str, default: str = "", schemes: tuple[str, ...] = ("http", "h
     if not value:
         return ""
     parsed = urlparse(value)
-    if parsed.scheme not in schemes or not parsed.netloc:
+    located = parsed.path if parsed.scheme == "unix" else parsed.netloc  # unix:///run/redis.sock has no host
+    if parsed.scheme not in schemes or not located:
         raise ImproperlyConfigured(f"{name} must be a URL with scheme {'/'.join(schemes)}, got {value!r}")
     return value.rstrip("/")
 

@@ -5,13 +5,15 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from researchsite.env import env_bool, env_float, env_host_ports, env_int, env_list, env_str, env_url
+from researchsite.env import env_bool, env_choice, env_float, env_host_ports, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DEBUG", False)
 
 SECRET_KEY = env_str("SECRET_KEY")
+if not DEBUG and SECRET_KEY.startswith("change-me"):
+    raise ImproperlyConfigured("SECRET_KEY is still the placeholder of .env.example; set a long random string")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
@@ -66,11 +68,13 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------------------------------------
-DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/deepresearch")
+DATABASE_URL = env_str("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/deepresearch"
 try:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
+    raise ImproperlyConfigured("DATABASE_URL must be a postgres:// URL (or sqlite:// for the embedded mode)")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int("DB_CONNECT_TIMEOUT", 10)
@@ -102,7 +106,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
 }
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_folder = Path(env_str("CELERY_BROKER_FOLDER", str(BASE_DIR / "var" / "broker")))
+    _broker_folder = Path(env_str("CELERY_BROKER_FOLDER") or BASE_DIR / "var" / "broker")
     _broker_folder.mkdir(parents=True, exist_ok=True)
     # Fast polling: the default 1 s gives 9 tasks/s, 0.05 s about 137 (../shared/NOTES.md). This broker drops a
     # message once fetched, so the sweeper (celery beat) is what recovers the tasks of a killed worker.
@@ -124,6 +128,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 840, minimum=5)
+if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured("CELERY_TASK_SOFT_TIME_LIMIT must be below CELERY_TASK_TIME_LIMIT")
 # Flower needs task events.
 CELERY_WORKER_SEND_TASK_EVENTS = True
 CELERY_TASK_SEND_SENT_EVENT = True
@@ -136,7 +142,7 @@ CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000, minimum=0)
 PUSH_INTERVAL = env_float("PUSH_INTERVAL", 0.25, minimum=0.0)
 
 # redis (channels_redis on REDIS_URL) or sqlite (channels-lite in its own SQLite file: embedded mode).
-CHANNEL_LAYER = env_str("CHANNEL_LAYER", "redis" if REDIS_URL else "sqlite")
+CHANNEL_LAYER = env_choice("CHANNEL_LAYER", "redis" if REDIS_URL else "sqlite", ("redis", "sqlite"))
 if CHANNEL_LAYER == "redis":
     if not REDIS_URL:
         raise ImproperlyConfigured("CHANNEL_LAYER=redis needs REDIS_URL")
@@ -146,11 +152,11 @@ if CHANNEL_LAYER == "redis":
             "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
         }
     }
-elif CHANNEL_LAYER == "sqlite":
+else:  # sqlite
     INSTALLED_APPS.append("channels_lite")
     DATABASES["channels"] = {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": env_str("CHANNELS_DATABASE_PATH", str(BASE_DIR / "var" / "channels.sqlite3")),
+        "NAME": env_str("CHANNELS_DATABASE_PATH") or str(BASE_DIR / "var" / "channels.sqlite3"),
         "OPTIONS": {"timeout": 60, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
     }
     DATABASE_ROUTERS = ["channels_lite.router.ChannelsRouter"]
@@ -160,8 +166,6 @@ elif CHANNEL_LAYER == "sqlite":
             "CONFIG": {"database": "channels", "capacity": 1000, "expiry": 60},
         }
     }
-else:
-    raise ImproperlyConfigured(f"CHANNEL_LAYER must be redis or sqlite, got {CHANNEL_LAYER!r}")
 
 # --- Search, LLM, scraping ------------------------------------------------------------------------------
 # Empty: no SearxNG (with SEARCH_PROVIDERS=auto, research then searches the local document collection).
@@ -184,15 +188,13 @@ OPENAI_BASE_URL = env_url("OPENAI_BASE_URL", "https://api.openai.com/v1")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 # llm (the OpenAI-compatible model), extractive (no model: queries from key phrases, the pages' own sentences as
 # facts and report), or auto: llm when OPENAI_API_KEY or OPENAI_BASE_URL is set, else extractive.
-RESEARCH_ENGINE = env_str("RESEARCH_ENGINE", "auto").lower()
+RESEARCH_ENGINE = env_choice("RESEARCH_ENGINE", "auto", ("auto", "llm", "extractive"))
 if RESEARCH_ENGINE == "auto":
     RESEARCH_ENGINE = "llm" if OPENAI_API_KEY or env_str("OPENAI_BASE_URL") else "extractive"
-if RESEARCH_ENGINE not in ("llm", "extractive"):
-    raise ImproperlyConfigured(f"RESEARCH_ENGINE must be auto, llm or extractive; got {RESEARCH_ENGINE!r}")
 # The address workers use to fetch the local document collection from the web app (links the local search
 # provider hands out are signed, so only they work). Add its host:port to SCRAPE_ALLOWED_PRIVATE_HOSTS.
 APP_BASE_URL = env_url("APP_BASE_URL", "http://127.0.0.1:8000")
-LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
+LLM_MODEL = env_str("LLM_MODEL") or "gpt-4o-mini"
 LLM_AGENT_MODELS = {
     agent: env_str(f"LLM_MODEL_{agent.upper()}") or LLM_MODEL
     for agent in ("prompt_analyzer", "query_generator", "website_analyzer", "report_writer")
@@ -267,10 +269,13 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
 if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REFERRER_POLICY = "same-origin"
+# Workers fetch collection documents from the web app over the internal network (compose: http://web:8000), where
+# there is no TLS; those links are signed (research/collection.py), so plain HTTP exposes nothing.
+SECURE_REDIRECT_EXEMPT = [r"^collection/"]
 
 # --- I18n, static ---------------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = env_str("TIME_ZONE", "UTC")
+TIME_ZONE = env_str("TIME_ZONE") or "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "/static/"
@@ -284,7 +289,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")).upper(),
+    },
     # httpx logs every request line, including URLs; the LLM client logs what matters itself.
     "loggers": {"httpx": {"level": "WARNING"}, "openai": {"level": "WARNING"}},
 }

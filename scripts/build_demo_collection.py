@@ -49,7 +49,7 @@ MODULES = [
     "contextvars",
 ]
 
-# A request these documents can answer (the demo's default prompt lives in scripts/demo.py).
+# A request these documents can answer: the demo's default prompt (scripts/demo.py) and its test's.
 DEMO_PROMPT = (
     "How should a Python program run work concurrently: threads, processes or asyncio, and what do the standard "
     "library docs say about how each one starts, shares data, waits for results and handles errors?"

@@ -6,8 +6,11 @@ those brokers do not redeliver. Without an LLM endpoint the research uses the ex
 SearxNG the local document collection (the Python standard library's documentation, rendered by pydoc). The
 processes and code paths are the production ones: daphne, a Celery worker, celery beat, the same tasks and UI.
 
+The demo never touches a deployment's data: on the servers DATABASE_URL and REDIS_URL name it uses a database of
+its own (`deepresearch_demo`) and Redis db 15, unless DEMO_DATABASE_URL / DEMO_REDIS_URL say otherwise.
+
 Environment: DEMO_EXIT=1 exits when the report is written (CI); DEMO_PORT (8000), DEMO_BREADTH (2), DEMO_DEPTH (2),
-DEMO_PROMPT, DEMO_VAR (var/demo) change the defaults.
+DEMO_PROMPT, DEMO_VAR (var/demo), DEMO_DATABASE_URL, DEMO_REDIS_URL change the defaults.
 """
 
 from __future__ import annotations
@@ -20,18 +23,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scripts.build_demo_collection import DEMO_PROMPT as PROMPT  # noqa: E402 - the question its documents answer
+
 PY = sys.executable
-PROMPT = (
-    "How should a Python program run work concurrently — threads, processes or asyncio — and what do the standard "
-    "library documents say about how each one starts, shares data, waits for results and handles errors?"
-)
-ANSWERS = {
-    "What matters most?": "Choosing between threading, multiprocessing, concurrent.futures and asyncio.",
-    "Which Python version?": "The standard library of the Python that runs this demo.",
-}
+DEMO_DATABASE = "deepresearch_demo"
+DEMO_REDIS_DB = "15"
+# What the demo's user answers to the follow-up questions, in order.
+ANSWERS = [
+    "Choosing between threading, multiprocessing, concurrent.futures and asyncio for I/O-bound and CPU-bound work.",
+    "The standard library of the Python that runs this demo.",
+]
 
 
 def say(message: str) -> None:
@@ -67,14 +73,31 @@ def free_port(preferred: int) -> int:
             return sock.getsockname()[1]
 
 
+def with_path(url: str, path: str) -> str:
+    return urlunparse(urlparse(url)._replace(path=path))
+
+
+def demo_service_urls(env: dict[str, str]) -> tuple[str, str]:
+    """The demo's own database and Redis db, on the servers DATABASE_URL and REDIS_URL name (local defaults else).
+
+    A deployment's .env may be loaded in this shell: its collection, users and queues must not be touched.
+    """
+    database_url = env.get("DEMO_DATABASE_URL") or with_path(
+        env.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/", "/" + DEMO_DATABASE
+    )
+    redis_url = env.get("DEMO_REDIS_URL") or with_path(
+        env.get("REDIS_URL") or "redis://127.0.0.1:6379/0", "/" + DEMO_REDIS_DB
+    )
+    return database_url, redis_url
+
+
 def configure(var: Path, port: int) -> tuple[dict[str, str], str]:
     """The environment every demo process gets, and a description of the mode."""
     env = dict(os.environ)
     secret_file = var / "secret-key"
     if not secret_file.exists():
         secret_file.write_text(secrets.token_urlsafe(50))
-    database_url = env.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/deepresearch_demo")
-    redis_url = env.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    database_url, redis_url = demo_service_urls(env)
     services = (
         database_url.startswith("postgres")
         and postgres_ready(database_url)
@@ -130,9 +153,8 @@ def create_database(url: str) -> None:
             conn.execute(f'create database "{name}"')
 
 
-def manage(env: dict[str, str], *args: str, capture: bool = False) -> str:
-    result = subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=True, text=True, capture_output=capture)
-    return result.stdout.strip() if capture else ""
+def manage(env: dict[str, str], *args: str) -> None:
+    subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
 class Processes:
@@ -174,6 +196,38 @@ def wait_http(url: str, processes: Processes, timeout: float = 60) -> None:
     raise SystemExit(f"{url} did not answer in {timeout}s")
 
 
+def start_through_the_api(base: str, password: str, prompt: str, breadth: int, depth: int) -> str:
+    """Do what a user does in the browser: sign in, ask for follow-up questions, answer them, start."""
+    import requests
+
+    session = requests.Session()
+    session.get(f"{base}/accounts/login/", timeout=30).raise_for_status()
+    signed_in = session.post(
+        f"{base}/accounts/login/",
+        data={"username": "demo", "password": password, "csrfmiddlewaretoken": session.cookies["csrftoken"]},
+        timeout=30,
+        allow_redirects=False,
+    )
+    if signed_in.status_code != 302:
+        raise SystemExit(f"could not sign in as demo: HTTP {signed_in.status_code}")
+
+    def post(path: str, body: dict[str, object]) -> dict[str, object]:
+        headers = {"X-CSRFToken": session.cookies["csrftoken"], "Referer": base + "/"}
+        response = session.post(base + path, json=body, headers=headers, timeout=120)
+        if response.status_code >= 400:
+            raise SystemExit(f"POST {path}: HTTP {response.status_code} {response.text[:500]}")
+        return response.json()
+
+    asked = post("/api/research/questions", {"prompt": prompt, "num_questions": len(ANSWERS)})
+    for question, answer in zip(asked["questions"], ANSWERS, strict=True):
+        say(f"Q: {question}\n    A: {answer}")
+    started = post(
+        "/api/research/start",
+        {"research_id": asked["research_id"], "answers": ANSWERS, "breadth": breadth, "depth": depth},
+    )
+    return str(started["research_id"])
+
+
 def progress_bar(done: int, total: int, width: int = 30) -> str:
     filled = int(width * done / total) if total else 0
     return "[" + "#" * filled + "-" * (width - filled) + "]"
@@ -182,7 +236,6 @@ def progress_bar(done: int, total: int, width: int = 30) -> str:
 def watch(env: dict[str, str], research_id: str, processes: Processes) -> str:
     """Show progress until the research ends; returns its status."""
     os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
@@ -194,9 +247,10 @@ def watch(env: dict[str, str], research_id: str, processes: Processes) -> str:
         snapshot = build_snapshot(research_id)
         progress = snapshot["progress"]
         status = snapshot["research"]["status"]
+        ended = progress["queries_done"] + progress["queries_failed"]
         line = (
-            f"\r{progress_bar(progress['queries_done'], progress['queries_planned'])} "
-            f"queries {progress['queries_done']}/{progress['queries_planned']} · pages "
+            f"\r{progress_bar(ended, progress['queries_planned'])} "
+            f"queries {ended}/{progress['queries_planned']} · pages "
             f"{progress['websites_analysed']} analysed, {progress['websites_failed']} failed of "
             f"{progress['websites_found']} · {status}   "
         )
@@ -219,9 +273,13 @@ def main() -> None:
         manage(env, "migrate", "--database", "channels", "--noinput", "-v", "0")
 
     collection = var / "collection"
-    if not any(collection.glob("*")):
+    if not collection.is_dir():
         say("Rendering the demo collection: the Python standard library's documentation, by pydoc")
-        subprocess.run([PY, "scripts/build_demo_collection.py", str(collection)], cwd=ROOT, env=env, check=True)
+        # Rendered aside and renamed, so an interrupted run never leaves a half collection to be reused.
+        partial = var / "collection.partial"
+        subprocess.run([PY, "-c", f"import shutil; shutil.rmtree({str(partial)!r}, ignore_errors=True)"], check=True)
+        subprocess.run([PY, "scripts/build_demo_collection.py", str(partial)], cwd=ROOT, env=env, check=True)
+        partial.rename(collection)
     manage(env, "index_documents", str(collection), "--replace")
 
     password = (var / "demo-password").read_text() if (var / "demo-password").exists() else secrets.token_urlsafe(12)
@@ -270,23 +328,9 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/accounts/login/", processes)
 
-        breadth, depth = os.environ.get("DEMO_BREADTH", "2"), os.environ.get("DEMO_DEPTH", "2")
+        breadth, depth = int(os.environ.get("DEMO_BREADTH", "2")), int(os.environ.get("DEMO_DEPTH", "2"))
         prompt = os.environ.get("DEMO_PROMPT", PROMPT)
-        answers = [f"--answer={q}={a}" for q, a in ANSWERS.items()]
-        research_id = manage(
-            env,
-            "start_research",
-            "--user",
-            "demo",
-            "--prompt",
-            prompt,
-            "--breadth",
-            breadth,
-            "--depth",
-            depth,
-            *answers,
-            capture=True,
-        ).splitlines()[-1]
+        research_id = start_through_the_api(base, password, prompt, breadth, depth)
         say(f"Watch it live: {base}/  (user: demo, password: {password})")
         say(f"Research {research_id} started: breadth {breadth}, depth {depth}")
         status = watch(env, research_id, processes)

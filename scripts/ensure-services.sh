@@ -30,22 +30,23 @@ except Exception as exc:
 PYEOF
 }
 
+PG_CONF_ROOT=${PG_CONF_ROOT:-/etc/postgresql}
+
+# Every missing package at once: a user who has to install them by hand learns the whole list in one run.
 install_debian() {
   if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null; then
-    echo "Missing $1. Install it, e.g.: sudo apt-get install -y $2" >&2
+    echo "Missing: $*. PostgreSQL and Redis are needed by the tests; install them, e.g.:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y $*" >&2
     exit 1
   fi
-  echo "Installing $2 from Debian's packages..."
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+  echo "Installing $* from Debian's packages..."
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
 start_postgres() {
-  if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then
-    install_debian "PostgreSQL" postgresql
-  fi
-  version=$(ls /etc/postgresql | sort -V | tail -n 1)
+  version=$(ls "$PG_CONF_ROOT" | sort -V | tail -n 1)
   # Trust auth on loopback for the local test superuser, as on the CI machine.
-  hba=/etc/postgresql/$version/main/pg_hba.conf
+  hba=$PG_CONF_ROOT/$version/main/pg_hba.conf
   if [ -w "$hba" ] && ! grep -q "deep-research" "$hba"; then
     sed -i '1i host all postgres 127.0.0.1/32 trust # deep-research tests\nhost all postgres ::1/128 trust # deep-research tests' "$hba"
   fi
@@ -58,7 +59,6 @@ start_postgres() {
 }
 
 start_redis() {
-  command -v redis-server >/dev/null || install_debian "Redis" redis-server
   mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
   redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
@@ -66,16 +66,28 @@ start_redis() {
 
 wait_for() { for _ in $(seq 1 30); do "$1" 2>/dev/null && return 0; sleep 1; done; "$1"; }
 
-if ! pg_up 2>/dev/null; then
-  case "${DATABASE_URL:-}" in
-    ""|*127.0.0.1*|*localhost*) echo "PostgreSQL is down; starting it." ; start_postgres; wait_for pg_up ;;
-    *) pg_up ;;
-  esac
+is_local() { case "${1:-}" in ""|*127.0.0.1*|*localhost*) return 0 ;; *) return 1 ;; esac; }
+
+pg_down=0; redis_down=0
+pg_error=$(pg_up 2>&1) || pg_down=1
+redis_error=$(redis_up 2>&1) || redis_down=1
+# A remote service that does not answer is not ours to start: say why it failed.
+if [ $pg_down = 1 ] && ! is_local "${DATABASE_URL:-}"; then echo "$pg_error" >&2; exit 1; fi
+if [ $redis_down = 1 ] && ! is_local "${REDIS_URL:-}"; then echo "$redis_error" >&2; exit 1; fi
+
+packages=()
+if [ $pg_down = 1 ] && ! ls "$PG_CONF_ROOT"/*/main >/dev/null 2>&1; then packages+=(postgresql); fi
+if [ $redis_down = 1 ] && ! command -v redis-server >/dev/null; then packages+=(redis-server); fi
+if [ ${#packages[@]} -gt 0 ]; then install_debian "${packages[@]}"; fi
+
+if [ $pg_down = 1 ]; then
+  echo "PostgreSQL does not answer; starting it. (${pg_error//$'\n'/ })"
+  start_postgres
+  wait_for pg_up
 fi
-if ! redis_up 2>/dev/null; then
-  case "${REDIS_URL:-}" in
-    ""|*127.0.0.1*|*localhost*) echo "Redis is down; starting it." ; start_redis; wait_for redis_up ;;
-    *) redis_up ;;
-  esac
+if [ $redis_down = 1 ]; then
+  echo "Redis does not answer; starting it. (${redis_error//$'\n'/ })"
+  start_redis
+  wait_for redis_up
 fi
 echo "PostgreSQL and Redis answer."

@@ -6,6 +6,8 @@ import json
 import time
 
 from research.models import FINISHED_STATUSES, Research
+from research.snapshot import build_snapshot
+from tests.snapshot_schema import validate_snapshot
 
 
 def start_research(api, breadth: int, depth: int, prompt: str = "How do heat pumps perform in cold climates?") -> str:  # noqa: ANN001
@@ -26,10 +28,12 @@ def start_research(api, breadth: int, depth: int, prompt: str = "How do heat pum
 
 
 def wait_finished(research_id: str, timeout: float = 120) -> Research:
+    """Wait for the research to end; its final snapshot, as the engine left it, must match the published schema."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         research = Research.objects.get(pk=research_id)
         if research.status in FINISHED_STATUSES:
+            validate_snapshot(build_snapshot(research_id))
             return research
         time.sleep(0.1)
     research = Research.objects.get(pk=research_id)

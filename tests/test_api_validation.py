@@ -38,9 +38,30 @@ CASES = [
     ),
     ("questions: 1 MB prompt", "post", "/api/research/questions", {"prompt": "x" * 1_000_000, "num_questions": 2}, 413),
     ("questions: NUL in prompt", "post", "/api/research/questions", {"prompt": "a\x00b", "num_questions": 2}, 400),
+    ("questions: lone surrogate", "post", "/api/research/questions", {"prompt": "a\ud800b", "num_questions": 2}, 400),
+    ("questions: nested too deep", "post", "/api/research/questions", b"[" * 100_000, 400),
     ("questions: GET", "get", "/api/research/questions", None, 405),
     # start
     ("start: malformed JSON", "post", "/api/research/start", b"{{", 400),
+    ("start: empty body", "post", "/api/research/start", b"", 400),
+    ("start: JSON list", "post", "/api/research/start", [GOOD_START], 400),
+    ("start: breadth negative", "post", "/api/research/start", {**GOOD_START, "breadth": -1, "depth": 1}, 400),
+    ("start: depth zero", "post", "/api/research/start", {**GOOD_START, "breadth": 1, "depth": 0}, 400),
+    ("start: depth string", "post", "/api/research/start", {**GOOD_START, "breadth": 1, "depth": "1"}, 400),
+    (
+        "start: prompt over limit",
+        "post",
+        "/api/research/start",
+        {**GOOD_START, "prompt": "x" * 10_001, "breadth": 1, "depth": 1},
+        400,
+    ),
+    (
+        "start: lone surrogate in answer",
+        "post",
+        "/api/research/start",
+        {"prompt": "x", "questions": [{"question": "q", "answer": "\udfff"}], "breadth": 1, "depth": 1},
+        400,
+    ),
     ("start: missing breadth", "post", "/api/research/start", {**GOOD_START, "depth": 1}, 400),
     ("start: missing depth", "post", "/api/research/start", {**GOOD_START, "breadth": 1}, 400),
     ("start: breadth zero", "post", "/api/research/start", {**GOOD_START, "breadth": 0, "depth": 1}, 400),
@@ -147,6 +168,8 @@ def test_start_answers_must_match_questions(api, user, published) -> None:  # no
         [["a", 5], "answers"],
         ["text", "answers"],
         [["a", "b" * 5001], "answers"],
+        [["a", "b\x00"], "answers"],
+        [["\ud800", "b"], "answers"],
     ):
         # when
         response = send(
@@ -161,6 +184,15 @@ def test_start_answers_must_match_questions(api, user, published) -> None:  # no
     research.refresh_from_db()
     assert research.status == ResearchStatus.AWAITING_ANSWERS and research.breadth is None
     assert published == []
+
+
+def test_events_after_must_be_a_plain_number(api, user) -> None:  # noqa: ANN001
+    research = Research.objects.create(owner=user, prompt="p", title="p", status=ResearchStatus.QUEUED)
+    for after in ("\u00b2", "-1", "1.5", "x"):
+        response = api.get(f"/api/research/{research.pk}/events", {"after": after})
+        assert response.status_code == 400, after
+        assert response.json()["error"]["field"] == "after"
+    assert api.get(f"/api/research/{research.pk}/events", {"after": "0"}).status_code == 200
 
 
 def test_start_twice_is_a_conflict_and_queues_once(api, user, published) -> None:  # noqa: ANN001
@@ -201,3 +233,21 @@ def test_cancel_records_event(api, user) -> None:  # noqa: ANN001
     research.refresh_from_db()
     assert research.status == ResearchStatus.CANCELLED and research.finished_at is not None
     assert list(research.events.values_list("seq", "type")) == [(1, "research_cancelled")]
+
+
+def test_start_over_the_per_user_cap_is_429(api, user, other_user, published, settings) -> None:  # noqa: ANN001
+    # given a cap of two, and two of alice's researches under way (and one of another user's, which does not count)
+    settings.MAX_ACTIVE_RESEARCH_PER_USER = 2
+    for owner, status in ((user, ResearchStatus.RUNNING), (user, ResearchStatus.QUEUED), (other_user, "running")):
+        Research.objects.create(owner=owner, prompt="p", title="p", status=status)
+    # when she starts a third
+    response = send(api, "post", "/api/research/start", {**GOOD_START, "breadth": 1, "depth": 1})
+    # then it is refused, and nothing is created or queued
+    assert response.status_code == 429
+    assert "limit is 2" in response.json()["error"]["message"]
+    assert Research.objects.filter(owner=user).count() == 2
+    assert published == []
+    # and once one of hers has finished, she may
+    Research.objects.filter(owner=user, status=ResearchStatus.QUEUED).update(status=ResearchStatus.COMPLETED)
+    assert send(api, "post", "/api/research/start", {**GOOD_START, "breadth": 1, "depth": 1}).status_code == 202
+    assert published == ["workers.tasks.start_research_task"]

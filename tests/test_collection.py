@@ -4,6 +4,7 @@ import io
 from pathlib import Path
 
 import pytest
+import yaml
 from django.core.management import call_command
 from django.test import Client
 from django.test.utils import override_settings
@@ -162,3 +163,18 @@ def test_view_serves_documents_by_signed_link_without_login(heat_pump_collection
     assert anonymous.get(f"/collection/{markdown.pk}//").status_code == 404
     assert get(CollectionDocument(pk=99999)).status_code == 404
     assert anonymous.post(f"/collection/{markdown.pk}/{collection.signature(markdown.pk)}/").status_code in (403, 405)
+
+
+def test_workers_in_compose_reach_documents_over_plain_http(heat_pump_collection, settings) -> None:  # noqa: ANN001
+    # given production's HTTPS settings and compose's hosts: workers fetch http://web:8000/collection/...
+    compose = yaml.safe_load((Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text())
+    app_env = compose["services"]["worker"]["environment"]
+    assert app_env["APP_BASE_URL"] == "http://web:8000" and app_env["ALLOWED_HOSTS"].endswith(",web")
+    settings.SECURE_SSL_REDIRECT = True
+    settings.ALLOWED_HOSTS = ["localhost", "web"]
+    document = by_name("defrost.md")
+    # when a worker asks for a signed document link
+    response = Client().get(f"/collection/{document.pk}/{collection.signature(document.pk)}/", HTTP_HOST="web:8000")
+    # then it is served, not redirected to an HTTPS the internal network does not have; pages still are redirected
+    assert response.status_code == 200
+    assert Client().get("/accounts/login/", HTTP_HOST="web:8000").status_code == 301

@@ -1,5 +1,6 @@
 """docker-compose.yml stays in step with the native commands and with .env.example (no Docker engine runs here)."""
 
+import importlib
 import re
 from pathlib import Path
 
@@ -22,6 +23,7 @@ def command(service: str) -> str:
 def test_compose_uses_the_native_entry_points() -> None:
     # the same settings module, ASGI application and Celery app as the native path and the tests
     assert settings.ASGI_APPLICATION == "researchsite.asgi.application"
+    assert callable(importlib.import_module("researchsite.asgi").application)
     assert celery_app.main == "researchsite"
     for service in APP_SERVICES:
         assert SERVICES[service]["environment"]["DJANGO_SETTINGS_MODULE"] == "researchsite.settings"
@@ -43,6 +45,15 @@ def test_compose_services_have_health_checks_and_safe_binds() -> None:
     assert SERVICES["ollama"]["profiles"] == ["local-model"]
     searx = yaml.safe_load((ROOT / "deploy/searxng/settings.yml").read_text())
     assert "json" in searx["search"]["formats"]
+    # the app searches the stack's own SearxNG, whose secret comes from the environment
+    assert SERVICES["worker"]["environment"]["SEARXNG_URL"] == "http://searxng:8080"
+    assert SERVICES["searxng"]["environment"]["SEARXNG_SECRET"].startswith("${SEARXNG_SECRET:?")
+    # the image writes its own files into /etc/searxng: mount the settings file alone, not the folder read-only
+    assert SERVICES["searxng"]["volumes"] == ["./deploy/searxng/settings.yml:/etc/searxng/settings.yml:ro"]
+    # workers scale (`--scale worker=4`): no fixed name or published port
+    assert not {"ports", "container_name"} & set(SERVICES["worker"])
+    for service in APP_SERVICES:
+        assert SERVICES[service]["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
 def test_every_variable_compose_passes_is_documented() -> None:

@@ -2,6 +2,7 @@
 when they answer and on the embedded defaults when they do not; every citation of its report is a document of the
 collection and every quote appears in that document."""
 
+import importlib.util
 import os
 import re
 import sqlite3
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from django.contrib.auth.hashers import check_password
 
 from tests.private_services import PrivateRedis, free_port
 from tests.processes import ROOT
@@ -18,7 +20,16 @@ from tests.processes import ROOT
 pytestmark = pytest.mark.slow
 
 CITATION = re.compile(r"\]\((http://127\.0\.0\.1:\d+/collection/(\d+)/[^/)]+/)\)")
+ANY_LINK = re.compile(r"\]\((https?://[^)]+)\)")
 QUOTED = re.compile(r"“([^”]+)”")
+WATCH = re.compile(r"Watch it live: http://127\.0\.0\.1:\d+/  \(user: demo, password: (\S+)\)")
+
+
+def load_demo_script():  # noqa: ANN201
+    spec = importlib.util.spec_from_file_location("demo_script", ROOT / "scripts" / "demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_demo(var: Path, extra: dict[str, str]) -> str:
@@ -33,12 +44,22 @@ def run_demo(var: Path, extra: dict[str, str]) -> str:
     return result.stdout
 
 
+def check_output(output: str, password_hash: str) -> None:
+    """The terminal shows where to watch with working credentials, the progress bar filled, and the report's path."""
+    watch = WATCH.search(output)
+    assert watch, output[-2000:]
+    assert check_password(watch.group(1), password_hash)
+    assert "[##############################] queries 4/4" in output
+    assert re.search(r"report\.md: /\S+/report\.md", output)
+
+
 def check_report(var: Path, documents: dict[int, str]) -> None:
     """Every citation resolves to a collection document; every quote appears in the document it cites."""
     report = (var / "report.md").read_text()
     assert report.startswith("# ") and "Offline research: written by the extractive engine" in report
     cited = CITATION.findall(report)
     assert len(cited) >= 5
+    assert len(ANY_LINK.findall(report)) == len(cited)  # no link that is not a collection document
     for _, document_id in cited:
         assert int(document_id) in documents, document_id
     sources = report.split("## Sources", 1)[1]
@@ -53,19 +74,37 @@ def check_report(var: Path, documents: dict[int, str]) -> None:
     assert quotes >= 5
 
 
+def test_demo_uses_its_own_database_and_redis_db_on_the_configured_servers() -> None:
+    # a deployment's .env loaded in the shell: the demo must not touch its collection, users or queues
+    demo = load_demo_script()
+    deployment = {"DATABASE_URL": "postgres://app:secret@db.internal:5432/production", "REDIS_URL": "redis://r:6379/0"}
+    assert demo.demo_service_urls(deployment) == (
+        "postgres://app:secret@db.internal:5432/deepresearch_demo",
+        "redis://r:6379/15",
+    )
+    assert demo.demo_service_urls({}) == (
+        "postgres://postgres@127.0.0.1:5432/deepresearch_demo",
+        "redis://127.0.0.1:6379/15",
+    )
+    explicit = {**deployment, "DEMO_DATABASE_URL": "postgres://x@h/d", "DEMO_REDIS_URL": "redis://h:1/3"}
+    assert demo.demo_service_urls(explicit) == ("postgres://x@h/d", "redis://h:1/3")
+
+
 def test_demo_on_postgresql_and_redis(tmp_path) -> None:  # noqa: ANN001
     redis_server = PrivateRedis().start()  # its own broker: the test run's workers must not take its tasks
     name = f"test_demo_{os.getpid()}"
     url = f"postgres://postgres@127.0.0.1:5432/{name}"
     try:
-        output = run_demo(tmp_path, {"DATABASE_URL": url, "REDIS_URL": redis_server.url})
+        output = run_demo(tmp_path, {"DEMO_DATABASE_URL": url, "DEMO_REDIS_URL": redis_server.url})
         assert f"Mode: PostgreSQL ({name}) and Redis" in output
         assert "Research completed with the extractive engine" in output
         with psycopg.connect(url) as conn:
             documents = dict(conn.execute("select id, text from research_collectiondocument").fetchall())
             statuses = conn.execute("select status, breadth, depth from research_research").fetchall()
             queries = conn.execute("select count(*) from research_serpquery where status = 'done'").fetchone()[0]
+            password_hash = conn.execute("select password from auth_user where username = 'demo'").fetchone()[0]
         assert statuses == [("completed", 2, 2)] and queries == 4
+        check_output(output, password_hash)
         check_report(tmp_path, documents)
     finally:
         redis_server.stop()
@@ -87,4 +126,6 @@ def test_demo_on_embedded_defaults_when_services_do_not_answer(tmp_path) -> None
     documents = dict(database.execute("select id, text from research_collectiondocument").fetchall())
     assert database.execute("select status from research_research").fetchall() == [("completed",)]
     assert database.execute("select count(*) from research_serpquery where status = 'done'").fetchone()[0] == 4
+    password_hash = database.execute("select password from auth_user where username = 'demo'").fetchone()[0]
+    check_output(output, password_hash)
     check_report(tmp_path, documents)

@@ -1,5 +1,6 @@
 """record_event: gap-free seqs under concurrency, and a push of {event, snapshot} after commit."""
 
+import asyncio
 import threading
 
 import pytest
@@ -81,3 +82,38 @@ def test_event_is_pushed_with_snapshot_after_commit(user) -> None:  # noqa: ANN0
         "type": "sidebar.update",
         "research": {**sidebar["research"], "id": str(research.pk), "title": "pushed"},
     }
+
+
+def test_push_waits_for_commit_and_a_rolled_back_event_is_never_pushed(user, settings) -> None:  # noqa: ANN001
+    # given a listener on the research's group
+    settings.PUSH_INTERVAL = 0.05
+    research = Research.objects.create(owner=user, prompt="p", title="t")
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(research_group(research.pk), channel)
+
+    # One loop for every receive: a receive cancelled by its timeout leaves state bound to its loop.
+    loop = asyncio.new_event_loop()
+
+    def received(timeout: float) -> dict | None:
+        try:
+            return loop.run_until_complete(asyncio.wait_for(layer.receive(channel), timeout))
+        except TimeoutError:
+            return None
+
+    # when an event is recorded in a transaction that rolls back
+    with pytest.raises(RuntimeError), transaction.atomic():
+        record_event(research.pk, "research_started")
+        raise RuntimeError("rolled back")
+    # then nothing is pushed
+    assert received(1.0) is None
+    # when an event is recorded in a transaction that stays open for a while
+    with transaction.atomic():
+        record_event(research.pk, "research_started", {"n": 1})
+        # then nothing is pushed before the commit
+        assert received(1.0) is None
+    # and it is pushed after it, with the seq the rollback did not use up
+    message = received(5.0)
+    assert message is not None
+    assert [(e["seq"], e["data"]) for e in message["events"]] == [(1, {"n": 1})]
+    loop.close()

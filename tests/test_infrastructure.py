@@ -73,6 +73,12 @@ def _run_django(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
         ("REDIS_URL", "http://not-redis"),
         ("SCRAPE_ALLOWED_PRIVATE_HOSTS", "127.0.0.1"),
         ("OPENAI_BASE_URL", "ftp://x"),
+        ("LOG_LEVEL", "LOUD"),
+        ("DATABASE_URL", "mysql://user@db/deepresearch"),
+        ("CHANNEL_LAYER", "memory"),
+        ("RESEARCH_ENGINE", "magic"),
+        ("CELERY_TASK_SOFT_TIME_LIMIT", "1000"),
+        ("SECRET_KEY", "change-me-to-a-long-random-string"),
     ],
 )
 def test_settings_bad_value_names_the_variable(variable: str, value: str) -> None:
@@ -80,6 +86,27 @@ def test_settings_bad_value_names_the_variable(variable: str, value: str) -> Non
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert variable in result.stderr
+
+
+def test_settings_accept_a_copied_env_example_with_its_secret_key_set() -> None:
+    # given .env.example as `cp .env.example .env` leaves it, with the one edit it asks for
+    example = {}
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            example[name] = value
+    example["SECRET_KEY"] = "p9T!x2mQ#v8Lr4Zs7Wc1Nf6Hb3Jd0Ky5Ue8Ga2Xo4Ri7Pl1Mq9Vt3Sw6Bn0Cz"
+    for service in ("DATABASE_URL", "REDIS_URL"):  # the services of this run, not the documented defaults
+        example[service] = os.environ.get(service, example[service])
+    # when / then
+    result = _run_django(example, "check")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "no issues" in result.stdout
+
+
+def test_settings_unix_socket_redis_url_is_accepted() -> None:
+    result = _run_django({"REDIS_URL": "unix:///run/redis/redis.sock", "CELERY_BROKER_URL": "memory://"}, "check")
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_settings_secret_key_required_without_debug() -> None:

@@ -1,23 +1,19 @@
 """Snapshots: valid against the published JSON Schema, built in a constant number of SQL queries."""
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from research.models import QueryStatus, Research, ResearchStatus, Website, WebsiteStatus
 from research.snapshot import build_snapshot
 from tests.factories import build_tree
+from tests.snapshot_schema import SCHEMA
+from tests.snapshot_schema import validate_snapshot as validate
 
 pytestmark = pytest.mark.django_db
-
-SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "research/schemas/snapshot.v1.json").read_text())
-
-
-def validate(snapshot: dict) -> None:
-    jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(snapshot)
 
 
 def test_snapshot_schema_is_itself_valid() -> None:
@@ -44,6 +40,29 @@ def test_snapshot_of_small_and_large_trees_validates_with_same_query_count(user)
     assert all("text" not in w for q in large_snapshot["queries"] for w in q["websites"])
     # page text never enters the snapshot: the factory's page text is "t t t ..."
     assert "t t t t" not in json.dumps(large_snapshot)
+
+
+def test_snapshots_of_draft_and_failed_research_validate(user) -> None:  # noqa: ANN001
+    # a draft: no breadth, depth, queries or documents yet
+    draft = Research.objects.create(owner=user, prompt="p", title="t", status=ResearchStatus.DRAFT)
+    validate(build_snapshot(draft.pk))
+    # a failed research: failed websites and queries, an error output, no report
+    failed = build_tree(user, breadth=2, depth=1, websites_per_query=2)
+    Research.objects.filter(pk=failed.pk).update(status=ResearchStatus.FAILED, error="search engine down")
+    failed.documents.filter(kind="report").update(kind="error_output", markdown="# Research failed")
+    Website.objects.filter(research=failed).update(status=WebsiteStatus.FAILED, failure_reason="http_error")
+    failed.queries.update(status=QueryStatus.FAILED, error="search failed")
+    snapshot = build_snapshot(failed.pk)
+    validate(snapshot)
+    assert snapshot["report"] is None and snapshot["error_output"]["markdown"] == "# Research failed"
+    assert snapshot["progress"]["websites_failed"] == 4
+
+
+def test_snapshot_timestamps_are_checked(user) -> None:  # noqa: ANN001
+    snapshot = build_snapshot(build_tree(user, breadth=1, depth=1).pk)
+    snapshot["research"]["created_at"] = "yesterday"
+    with pytest.raises(jsonschema.ValidationError):
+        validate(snapshot)
 
 
 def test_api_detail_is_the_snapshot(api, user) -> None:  # noqa: ANN001
