@@ -3,7 +3,9 @@
 Ownership is checked before a socket joins any group; a stranger's or an anonymous socket is closed with no
 data (asgi.py refuses foreign origins before that). Channel layers deliver at most once, so a client that sees a
 seq gap sends {"type": "catch_up", "after": <last seq>} and gets the missing events from the database; a client
-that reconnects opens `/ws/research/<id>/?after=<last seq>` and gets only what it missed.
+that reconnects opens `/ws/research/<id>/?after=<last seq>` and gets only what it missed. The sidebar has no
+seqs to spot a gap with: its client sends {"type": "list"} now and then while something runs, and gets the
+whole list again.
 """
 
 import json
@@ -13,6 +15,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import connection, transaction
 
 from research.events import event_payload, research_group, user_group
 from research.models import Event, Research
@@ -22,7 +25,17 @@ HISTORY_LIMIT = 20_000
 MAX_SEQ = 2**31 - 1  # seq is a 32-bit column; larger `after` values mean "nothing newer"
 
 
-class SidebarConsumer(AsyncJsonWebsocketConsumer):
+class _JsonConsumer(AsyncJsonWebsocketConsumer):
+    @classmethod
+    async def decode_json(cls, text_data: str) -> Any:
+        # A malformed message is ignored rather than allowed to crash the consumer (and drop the socket).
+        try:
+            return json.loads(text_data)
+        except ValueError:
+            return None
+
+
+class SidebarConsumer(_JsonConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -31,11 +44,20 @@ class SidebarConsumer(AsyncJsonWebsocketConsumer):
         self.group = user_group(user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self.send_json({"type": "researches", "researches": await self._researches(user.pk)})
+        await self._send_list()
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        # A lost push (a missed "completed", say) would leave the sidebar wrong until a reload; the list from the
+        # database repairs it.
+        if isinstance(content, dict) and content.get("type") == "list":
+            await self._send_list()
+
+    async def _send_list(self) -> None:
+        await self.send_json({"type": "researches", "researches": await self._researches(self.scope["user"].pk)})
 
     async def sidebar_update(self, message: dict[str, Any]) -> None:
         await self.send_json({"type": "research", "research": message["research"]})
@@ -45,7 +67,7 @@ class SidebarConsumer(AsyncJsonWebsocketConsumer):
         return [research_summary(r) for r in Research.objects.filter(owner_id=user_id).order_by("-created_at")[:500]]
 
 
-class ResearchConsumer(AsyncJsonWebsocketConsumer):
+class ResearchConsumer(_JsonConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         research_id = self.scope["url_route"]["kwargs"]["research_id"]
@@ -63,14 +85,6 @@ class ResearchConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
-
-    @classmethod
-    async def decode_json(cls, text_data: str) -> Any:
-        # A malformed message is ignored rather than allowed to crash the consumer (and drop the socket).
-        try:
-            return json.loads(text_data)
-        except ValueError:
-            return None
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "catch_up":
@@ -100,8 +114,15 @@ class ResearchConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _history(self, after: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        events = Event.objects.filter(research_id=self.research_id, seq__gt=after).order_by("seq")[:HISTORY_LIMIT]
-        return [event_payload(e) for e in events], build_snapshot(self.research_id)
+        # One consistent view, as events.flush reads it: an event committed between the two reads would
+        # otherwise be in the snapshot but not in the events sent with it.
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            rows = Event.objects.filter(research_id=self.research_id, seq__gt=after).order_by("seq")[:HISTORY_LIMIT]
+            events = [event_payload(e) for e in rows]
+            return events, build_snapshot(self.research_id)
 
 
 def _after_from_query(query_string: bytes) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import redis
 
-from tests.processes import ARTIFACTS, ROOT
+from tests.processes import ARTIFACTS, ROOT, log_level
 
 
 def free_port() -> int:
@@ -134,7 +134,7 @@ class Beat:
                 "researchsite",
                 "beat",
                 "-l",
-                "WARNING",
+                log_level(self.env),
                 "-s",
                 str(self.dir / "schedule"),
             ],

@@ -46,6 +46,12 @@ PLAIN_HTTP = {
 }
 
 
+def log_level(env: dict[str, str]) -> str:
+    """Celery's `-l` for a process: its env's LOG_LEVEL (default WARNING), since `-l` overrides the level that
+    settings.LOGGING reads from the same variable (the key-leak test must grep INFO logs, not WARNING ones)."""
+    return (env.get("LOG_LEVEL") or "WARNING").upper()
+
+
 def celery_app_for(broker_url: str):  # noqa: ANN201 - a celery.Celery
     """A Celery client bound to another broker (a private Redis), to send tasks and ping workers there."""
     from celery import Celery
@@ -79,7 +85,7 @@ class WorkerPool:
                 "-n",
                 f"{self.name}{index}-{os.getpid()}@%h",
                 "-l",
-                "WARNING",
+                log_level(self.env),
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",

@@ -36,3 +36,34 @@ def test_trim_to_tokens_cuts_at_a_boundary() -> None:
     trimmed = trim_to_tokens(text, 50)
     assert len(trimmed) <= 200 and trimmed.endswith(".")
     assert trim_to_tokens("short", 50) == "short"
+
+
+def test_query_generator_trims_the_ancestor_learnings_to_their_budget(fakes, fake_llm, settings) -> None:  # noqa: ANN001
+    # given a long chain of ancestors with many learnings
+    settings.LEARNINGS_TOKEN_BUDGET = 200
+    learnings = [f"Learning number {i} says something long enough to count." for i in range(400)]
+    chain = [Ancestor(f"query {d}", f"objective {d}", learnings) for d in range(3)]
+    # when
+    query_generator.plan_queries("Tidal energy costs", [], chain, 2)
+    # then the branch is cut to about 200 tokens, from the top
+    text = fake_llm.calls("serp_queries")[-1]["messages"][-1]["content"]
+    branch = text.split("The research branch so far, from the top:\n", 1)[1].split("\n\nWrite exactly", 1)[0]
+    assert len(branch) <= 200 * 4 and branch.startswith("Depth 1 query: query 0")
+
+
+def test_report_sources_are_trimmed_to_the_budget_keeping_one_finding_each() -> None:
+    from workers.agents.report_writer import SourceNote, sources_block
+    from workers.pipeline.report import _trim
+
+    # given 30 sources with 10 findings each
+    sources = [
+        SourceNote(number=i + 1, url=f"https://s{i}.example/", title=f"Source {i}", findings=[]) for i in range(30)
+    ]
+    for source in sources:
+        source.findings.extend((f"fact {j} of {source.url}", f"quote {j}") for j in range(10))
+    # when trimmed to a budget that holds about one finding per source
+    _trim(sources, max_chars=3_000)
+    # then every source that is kept has at least one finding, and the block fits
+    assert len(sources_block(sources)) <= 3_000
+    assert sources and all(1 <= len(s.findings) <= 10 for s in sources)
+    assert [s.number for s in sources] == list(range(1, len(sources) + 1))  # trimmed from the end

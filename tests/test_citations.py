@@ -1,7 +1,10 @@
 """Quote verification and report rendering: only analysed pages are cited, only real quotes are kept."""
 
+import re
+
+from research.rendering import render_markdown
 from workers.agents.report_writer import SourceNote
-from workers.pipeline.citations import cited_urls, render_report
+from workers.pipeline.citations import cited_urls, render_report, report_title
 from workers.pipeline.quotes import PageText
 
 PAGE_A = "Heat pumps keep a COP of 2.1 at -15 °C.\n\nThe  Nordic   trial ran for 3 winters."
@@ -66,3 +69,77 @@ def test_sentence_without_any_valid_source_is_dropped() -> None:
     report = {"title": "T", "summary": [sentence("Unsupported claim.", [])], "sections": []}
     markdown, stats = render_report(report, SOURCES, TEXTS)
     assert "Unsupported claim" not in markdown and stats["sentences_dropped"] == 1
+
+
+def test_angle_brackets_stay_literal_text_in_the_report_and_its_title() -> None:
+    # given a model that writes comparisons and markup
+    report = {
+        "title": "Latency < 5 ms <b>",
+        "summary": [sentence("Switching takes < 5 ms and > 2 ms; <script>alert(1)</script> is text.", [1])],
+        "sections": [],
+    }
+    # when the report is rendered
+    markdown, _ = render_report(report, SOURCES, TEXTS)
+    html = render_markdown(markdown)
+    # then the markdown escapes them, the page shows them as written, and nothing became markup
+    assert "takes &lt; 5 ms and &gt; 2 ms; &lt;script&gt;alert(1)&lt;/script&gt; is text." in markdown
+    assert "<script" not in markdown and "<b>" not in markdown
+    assert "takes &lt; 5 ms and &gt; 2 ms; &lt;script&gt;alert(1)&lt;/script&gt; is text." in html
+    assert "<script" not in html and "<b>" not in html
+    assert report_title(markdown) == "Latency < 5 ms <b>"
+
+
+def test_urls_with_balanced_parentheses_are_whole_links() -> None:
+    # given an analysed Wikipedia page, whose URL holds parentheses
+    wiki = "https://en.wikipedia.org/wiki/Heat_pump_(HVAC)"
+    sources = [*SOURCES, SourceNote(3, wiki, "Heat pump (HVAC)", [])]
+    texts = {**TEXTS, wiki: PageText("A heat pump moves heat.")}
+    report = {
+        "title": "T",
+        "summary": [
+            sentence(f"As [the article]({wiki}) and {wiki} say, it moves heat.", [3]),
+            sentence("Unknown (https://evil.example/a_(b)) claims.", [1]),
+        ],
+        "sections": [],
+    }
+    # when the report is rendered
+    markdown, stats = render_report(report, sources, texts)
+    # then the model's own links to it are unlinked whole, the citation and the source entry keep the whole URL
+    assert f"As the article and say, it moves heat. [[1]]({wiki})" in markdown
+    assert "Unknown () claims." in markdown and "evil.example" not in markdown
+    assert f"1. [Heat pump (HVAC)]({wiki})" in markdown
+    assert cited_urls(markdown) == [wiki, "https://a.example/trial", wiki, "https://a.example/trial"]
+    assert stats["citations_dropped"] == 1
+    assert f'href="{wiki}"' in render_markdown(markdown)
+
+
+def test_quotes_in_the_sources_list_are_shown_verbatim_without_markup() -> None:
+    # given a page whose quoted sentence carries markup and a markdown link
+    page = "Type <b>[the docs](https://evil.example/x)</b> \\ here to see it. Plain text follows."
+    url = "https://c.example/md"
+    sources = [SourceNote(1, url, "Markdown", [])]
+    quote = "Type <b>[the docs](https://evil.example/x)</b> \\ here to see it."
+    report = {"title": "T", "summary": [sentence("Docs exist.", [1], [(1, quote)])], "sections": []}
+    # when the report is rendered
+    markdown, stats = render_report(report, sources, {url: PageText(page)})
+    html = render_markdown(markdown)
+    # then the quote reads as written, and forms neither a tag nor a link
+    assert stats["quotes_dropped"] == 0
+    assert cited_urls(markdown) == [url, url]
+    assert "evil.example" not in "".join(re.findall(r'href="([^"]*)"', html))
+    assert "<b>" not in markdown and "<b>" not in html
+    assert "“Type &lt;b&gt;[the docs](https://evil.example/x)&lt;/b&gt; \\ here to see it.”" in html
+
+
+def test_a_quote_given_twice_with_other_whitespace_is_listed_once() -> None:
+    page = "Heat pumps keep working at minus twenty degrees. Other text."
+    url = "https://d.example/cold"
+    sources = [SourceNote(1, url, "Cold", [])]
+    quotes = [
+        (1, "Heat pumps keep working at minus twenty degrees."),
+        (1, "Heat pumps  keep working\nat minus twenty degrees."),
+    ]
+    report = {"title": "T", "summary": [sentence("They work in the cold.", [1], quotes)], "sections": []}
+    markdown, stats = render_report(report, sources, {url: PageText(page)})
+    assert stats["quotes_dropped"] == 0
+    assert markdown.count("“Heat pumps keep working at minus twenty degrees.”") == 1

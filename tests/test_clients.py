@@ -1,10 +1,13 @@
-"""The SearxNG and LLM clients against the loopback fakes."""
+"""The SearxNG and LLM clients against the loopback fakes, and the backoff they share."""
 
 import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
 
 from workers.clients import llm, searxng
+from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.errors import PermanentError, TransientError
 
 
@@ -31,10 +34,24 @@ def test_search_retries_transient_then_gives_up(fakes, fake_searx, settings) -> 
         searxng.search("down")
 
 
-def test_search_json_disabled_is_permanent(fakes, fake_searx) -> None:  # noqa: ANN001
+def test_search_json_disabled_is_permanent(fakes, fake_searx, settings) -> None:  # noqa: ANN001
+    settings.SEARCH_MAX_RETRIES = 3
     fake_searx.fail_always(403)
     with pytest.raises(PermanentError):
         searxng.search("forbidden")
+    assert fake_searx.count("forbidden") == 1  # not retried
+
+
+def test_search_honours_retry_after(fakes, fake_searx, settings) -> None:  # noqa: ANN001
+    # given a search engine that answers 429 once, asking for a 1.5 s pause (backoff alone waits at most 0.5 s)
+    settings.SEARCH_MAX_RETRIES = 1
+    fake_searx.fail_next(1, status=429, retry_after=1.5)
+    # when
+    started = time.monotonic()
+    results = searxng.search("patience")
+    # then
+    assert time.monotonic() - started >= 1.5
+    assert results and fake_searx.count("patience") == 2
 
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
@@ -65,7 +82,40 @@ def test_llm_reasks_on_invalid_json_then_fails_permanently(fakes, fake_llm, sett
         llm.complete_json("prompt_analyzer", [{"role": "user", "content": "x"}], "numbers", SCHEMA)
 
 
-def test_llm_client_error_is_permanent(fakes, fake_llm) -> None:  # noqa: ANN001
+def test_llm_client_error_is_permanent(fakes, fake_llm, settings) -> None:  # noqa: ANN001
+    settings.LLM_MAX_RETRIES = 3
     fake_llm.fail_always(401)
     with pytest.raises(PermanentError):
         llm.complete_json("prompt_analyzer", [{"role": "user", "content": "x"}], "numbers", SCHEMA)
+    assert fake_llm.count("numbers") == 1  # not retried
+
+
+@pytest.mark.parametrize("attempt", [0, 1, 3, 10])
+def test_backoff_is_jittered_within_its_bounds(attempt: int) -> None:
+    # given the exponential step for this attempt (0.5 s doubling, capped at 30 s)
+    step = min(30.0, 0.5 * 2**attempt)
+    # when
+    delays = [backoff_delay(attempt, None) for _ in range(2000)]
+    # then every delay is between half the step and the step, and they spread over that whole range
+    assert all(step / 2 <= delay <= step for delay in delays)
+    assert min(delays) < step * 0.55 and max(delays) > step * 0.95
+    assert len(set(delays)) > 1900
+    quarters = [0] * 4
+    for delay in delays:
+        quarters[min(3, int((delay - step / 2) / (step / 8)))] += 1
+    assert min(quarters) > 350, quarters  # uniform: about 500 in each quarter of the range
+
+
+def test_backoff_waits_what_retry_after_asks_plus_a_little_jitter() -> None:
+    delays = [backoff_delay(0, 2.0) for _ in range(1000)]
+    assert all(2.0 <= delay <= 2.25 for delay in delays)
+    assert len(set(delays)) > 900
+    assert all(60.0 <= backoff_delay(0, 3600.0) <= 60.25 for _ in range(100))  # a runaway ask is capped
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    assert parse_retry_after("3") == 3.0
+    assert parse_retry_after("-1") == 0.0
+    in_ten = format_datetime(datetime.now(UTC) + timedelta(seconds=10), usegmt=True)
+    assert 8.0 < parse_retry_after(in_ten) <= 10.0
+    assert parse_retry_after(None) is None and parse_retry_after("soon") is None

@@ -1,6 +1,7 @@
 """The websocket consumers through the real ASGI app, the Redis channel layer and PostgreSQL."""
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
+from research import consumers
 from research.events import record_event
 from research.models import Research, ResearchStatus
 from researchsite.asgi import application
@@ -213,6 +215,55 @@ async def test_sidebar_lists_own_research_and_follows_changes(alice, research, o
     assert update["type"] == "research"
     assert update["research"]["id"] == str(research.pk) and update["research"]["status"] == "completed"
     assert await communicator.receive_nothing(timeout=1)
+    await communicator.disconnect()
+
+
+async def test_sidebar_asks_for_the_list_again_after_a_lost_push(alice, research) -> None:  # noqa: ANN001
+    # given a sidebar socket holding the list
+    communicator, connected = await connect("/ws/research/", alice)
+    assert connected
+    await communicator.receive_json_from(timeout=TIMEOUT)
+    # when the research finishes but its push is lost (here: never sent), and the client asks for the list
+    await database_sync_to_async(Research.objects.filter(pk=research.pk).update)(
+        status=ResearchStatus.COMPLETED, title="Glacier speeds"
+    )
+    assert await communicator.receive_nothing(timeout=0.5)
+    for ignored in ({"type": "lists"}, {"list": True}, ["list"]):
+        await communicator.send_json_to(ignored)
+    await communicator.send_to(text_data="{not json")
+    assert await communicator.receive_nothing(timeout=0.5)
+    await communicator.send_json_to({"type": "list"})
+    # then it gets the whole list as the database has it
+    message = await communicator.receive_json_from(timeout=TIMEOUT)
+    assert message["type"] == "researches"
+    assert [(r["id"], r["title"], r["status"]) for r in message["researches"]] == [
+        (str(research.pk), "Glacier speeds", "completed")
+    ]
+    await communicator.disconnect()
+
+
+async def test_history_snapshot_is_read_with_its_events(alice, research, monkeypatch) -> None:  # noqa: ANN001
+    # given an event committed by another connection between the read of the events and that of the snapshot
+    real_build_snapshot = consumers.build_snapshot
+
+    def build_snapshot_after_a_commit(research_id: Any) -> dict[str, Any]:
+        def worker() -> None:
+            record(research_id, 1)
+            connections.close_all()
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        return real_build_snapshot(research_id)
+
+    monkeypatch.setattr(consumers, "build_snapshot", build_snapshot_after_a_commit)
+    # when a client connects
+    communicator, connected = await connect(f"/ws/research/{research.pk}/", alice)
+    assert connected
+    # then the snapshot it gets is as of the last event it gets, not newer
+    message = await communicator.receive_json_from(timeout=TIMEOUT)
+    assert [e["seq"] for e in message["events"]] == [1, 2, 3]
+    assert message["snapshot"]["research"]["last_event_seq"] == 3
     await communicator.disconnect()
 
 

@@ -25,6 +25,10 @@ QUOTED = re.compile(r"“([^”]+)”")
 WATCH = re.compile(r"Watch it live: http://127\.0\.0\.1:\d+/  \(user: demo, password: (\S+)\)")
 
 
+def unescape_markdown(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text).replace("&lt;", "<").replace("&gt;", ">")
+
+
 def load_demo_script():  # noqa: ANN201
     spec = importlib.util.spec_from_file_location("demo_script", ROOT / "scripts" / "demo.py")
     module = importlib.util.module_from_spec(spec)
@@ -69,6 +73,7 @@ def check_report(var: Path, documents: dict[int, str]) -> None:
         assert match, line
         text = " ".join(documents[int(match.group(2))].split())
         for quote in QUOTED.findall(line):
+            quote = unescape_markdown(quote)  # the report escapes what markdown or HTML would read as markup
             assert " ".join(quote.split()) in text, quote
             quotes += 1
     assert quotes >= 5

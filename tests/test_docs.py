@@ -32,3 +32,15 @@ def test_readme_config_table_matches_env_example() -> None:
         [sys.executable, "scripts/config_table.py"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
     assert generated in (ROOT / "README.md").read_text()
+
+
+def test_reliability_guarantees_name_tests_that_exist() -> None:
+    doc = (ROOT / "docs/reliability.md").read_text()
+    named = set(re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`", doc))
+    assert len(named) > 20
+
+    def exists(path: str, name: str) -> bool:
+        file = ROOT / path
+        return file.exists() and (not name or re.search(rf"^(async )?def {name}\(", file.read_text(), re.M) is not None)
+
+    assert sorted(f"{path}::{name}" for path, name in named if not exists(path, name)) == []

@@ -15,17 +15,18 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import level_breadth, total_queries
+from research.planning import level_breadth
 from tests.e2e import start_research, wait_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SHAPES = [(1, 1), (2, 2), (4, 2), (2, 4), (3, 3)]
+# (breadth, depth, SERP queries): SPEC §2's table, written out rather than computed by the code under test.
+SHAPES = [(1, 1, 1), (2, 2, 4), (4, 2, 12), (2, 4, 8), (3, 3, 15)]
 
 
-def assert_tree_shape(research_id: str, breadth: int, depth: int) -> None:
+def assert_tree_shape(research_id: str, breadth: int, depth: int, total: int) -> None:
     queries = list(SerpQuery.objects.filter(research_id=research_id))
-    assert len(queries) == total_queries(breadth, depth)
+    assert len(queries) == total
     assert Counter(q.depth for q in queries)[1] == breadth
     children = Counter(q.parent_id for q in queries if q.parent_id)
     for query in queries:
@@ -34,9 +35,9 @@ def assert_tree_shape(research_id: str, breadth: int, depth: int) -> None:
     assert {q.status for q in queries} == {QueryStatus.DONE}
 
 
-@pytest.mark.parametrize(("breadth", "depth"), SHAPES)
+@pytest.mark.parametrize(("breadth", "depth", "total"), SHAPES)
 @pytest.mark.parametrize("model", ["exact", "too_many", "too_few"])
-def test_query_totals_are_exact(api, workers, research_model, fake_llm, breadth, depth, model) -> None:  # noqa: ANN001
+def test_query_totals_are_exact(api, workers, research_model, fake_llm, breadth, depth, total, model) -> None:  # noqa: ANN001
     # given a model that may return more or fewer queries than asked
     fake_llm.array_len = {"exact": None, "too_many": lambda name, path, n: n + 2, "too_few": 1}[model]
     # when
@@ -44,10 +45,10 @@ def test_query_totals_are_exact(api, workers, research_model, fake_llm, breadth,
     research = wait_finished(research_id)
     # then
     assert research.status == ResearchStatus.COMPLETED, research.error
-    assert_tree_shape(research_id, breadth, depth)
+    assert_tree_shape(research_id, breadth, depth, total)
     types = list(Event.objects.filter(research_id=research_id).order_by("seq").values_list("type", flat=True))
-    assert types.count("new_serp_query") == total_queries(breadth, depth)
-    assert types.count("got_websites_from_serp_query") == total_queries(breadth, depth)
+    assert types.count("new_serp_query") == total
+    assert types.count("got_websites_from_serp_query") == total
     assert types.count("report_writing_start") == 1 and types[-1] == "report_writing_successful"
     assert Document.objects.filter(research_id=research_id, kind="report").count() == 1
     assert (
@@ -93,3 +94,7 @@ def test_url_is_fetched_once_per_research_and_analysed_per_objective(
     assert len(analyses) == 12
     objectives = {call["messages"][-1]["content"].split("\n", 1)[0] for call in analyses}
     assert len(objectives) == 4  # each query's objective was used on the shared pages
+    # every website has its scraping and analysis events, whether it fetched the page or reused it
+    for event_type in ("scraping_a_website", "analyzing_a_website", "analyzed_a_website"):
+        per_website = research.events.filter(type=event_type).values_list("data__website_id", flat=True)
+        assert sorted(per_website) == sorted(websites.values_list("pk", flat=True)), event_type

@@ -2,7 +2,11 @@
 rate-limiting model, hostile pages, leaked secrets. Each test runs its own workers and beat (the sweeper) on a
 private Redis, so restarting or flushing it disturbs nothing else."""
 
+import bisect
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 import threading
@@ -10,9 +14,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+import requests
+import yaml
 from django.conf import settings
 from django.utils import timezone
 
@@ -33,7 +41,7 @@ from tests.conftest import WORKER_ENV
 from tests.e2e import wait_finished
 from tests.fakes import Canary
 from tests.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
-from tests.processes import ARTIFACTS, ROOT, WorkerPool, celery_app_for, process_env
+from tests.processes import ARTIFACTS, ROOT, WorkerPool, celery_app_for, free_port, process_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -132,8 +140,11 @@ def test_redis_restart_mid_research(stack, user, fake_llm) -> None:  # noqa: ANN
     fake_llm.delays["website_analysis"] = 0.3
     research_id = stack.start(user, 3, 2)
     wait_until(lambda: Website.objects.filter(research_id=research_id).count() >= 7, message="websites")
-    # when Redis goes away with every queued and unacknowledged message in it
-    stack.redis.restart(down_seconds=2)
+    # when Redis goes away with every queued and unacknowledged message in it, the research still running
+    stack.redis.stop()
+    assert Research.objects.get(pk=research_id).status == ResearchStatus.RUNNING
+    time.sleep(2)
+    stack.redis.start()
     # then
     wait_finished(research_id, timeout=180)
     assert_complete_and_exact(research_id, 3, 2)
@@ -185,7 +196,8 @@ def test_postgres_restart_mid_research(internet, research_model, fake_llm) -> No
         wait_until(
             lambda: count("select count(*) from research_website where research_id = %s") >= 7, message="websites"
         )
-        # when PostgreSQL restarts under the workers
+        # when PostgreSQL restarts under the workers, the research still running
+        assert postgres.query("select status from research_research where id = %s", research_id)[0][0] == "running"
         postgres.restart()
         # then the research ends (completed, or failed with an error output) and nothing is left running
         wait_until(
@@ -223,13 +235,32 @@ def test_postgres_restart_mid_research(internet, research_model, fake_llm) -> No
         postgres.stop()
 
 
+def record_admissions(url: str, prefix: str, admitted: list[int], ready: threading.Event) -> None:
+    """Every call the shared limiter admits, as the score (ms on the Redis clock) of its script's ZADD to a
+    `prefix` key, seen through MONITOR; returns when that Redis goes away."""
+    try:
+        with redis.Redis.from_url(url).monitor() as monitor:
+            ready.set()
+            for command in monitor.listen():
+                words = command["command"].split()
+                if command["client_type"] == "lua" and words[:1] == ["ZADD"] and words[1].startswith(prefix):
+                    admitted.append(int(float(words[2])))
+    except (redis.RedisError, OSError):
+        return
+
+
 def test_rate_limiter_holds_across_workers_with_half_the_calls_429(
     internet, transactional_db, research_model, user, fake_llm
 ) -> None:  # noqa: ANN001
     # given two workers sharing a limit of 5 model calls a second, and a model answering 429 to every other call
     limit = 5
     built = make_stack(internet, {"LLM_RATE_LIMIT": str(limit), "LLM_MAX_RETRIES": "8"})
+    admitted: list[int] = []
+    ready = threading.Event()
+    watcher = threading.Thread(target=record_admissions, args=(built.redis.url, "ratelimit:llm:", admitted, ready))
+    watcher.start()
     try:
+        assert ready.wait(10)
         fake_llm.fail_every(2, status=429, retry_after=0)
         # when
         research_id = built.start(user, 2, 2)
@@ -238,14 +269,22 @@ def test_rate_limiter_holds_across_workers_with_half_the_calls_429(
         built.beat.stop()
         built.pool.stop()
         built.redis.stop()
-    # then it completed, and no one-second window saw more calls than the limit
+        watcher.join(timeout=10)
+    # then it completed, every call the model saw had been admitted by the one limiter in Redis (a per-process
+    # limiter admits nothing there)...
     assert_complete_and_exact(research_id, 2, 2)
     times = sorted(r.time for r in fake_llm.requests if r.path.endswith("/chat/completions"))
     assert len(times) > 20
-    # Calls are admitted by Redis time but logged on arrival, and on a loaded 2-core machine an arrival can lag
-    # its admission by a second or more; so bursts are judged over five seconds, with two calls of slack.
+    assert len(admitted) == len(times)
+    # ...and no window of the limiter (1000 ms on the Redis clock, which admissions are counted by) admitted more
+    # than the limit: exact, as the limiter counts, with no allowance for scheduling.
+    admitted.sort()
+    busiest_window = max(bisect.bisect_right(admitted, start + 999) - i for i, start in enumerate(admitted))
+    assert busiest_window <= limit, f"{busiest_window} calls admitted within one second"
+    # At the model, arrivals lag admissions by up to a second on a loaded machine, so five seconds may see one
+    # more window's worth: 30 at most (a limiter per process let 40 through).
     busiest = max(sum(1 for t in times[i:] if t - start < 5.0) for i, start in enumerate(times))
-    assert busiest <= 5 * limit + 2, f"{busiest} calls within five seconds"
+    assert busiest <= 6 * limit, f"{busiest} calls within five seconds"
     mean_rate = (len(times) - 1) / (times[-1] - times[0])
     assert mean_rate <= limit, f"{mean_rate:.1f} calls a second on average"
 
@@ -253,15 +292,15 @@ def test_rate_limiter_holds_across_workers_with_half_the_calls_429(
 def test_hostile_pages_cost_nothing(stack, user, fake_web, fake_searx) -> None:  # noqa: ANN001
     with Canary() as canary:
         # given search results that are all hostile in a different way
-        hostile = [
-            "/drip?seconds=30",
-            "/huge?mb=50",
-            "/gzip-bomb",
-            "/redirect-loop",
-            f"/redirect?to=http://127.0.0.1:{canary.port}/",
-            "/pdf",
-            "/binary",
-        ]
+        hostile = {
+            "/drip?seconds=30": "timeout",
+            "/huge?mb=50": "too_large",
+            "/gzip-bomb": "too_large",
+            "/redirect-loop": "too_many_redirects",
+            f"/redirect?to=http://127.0.0.1:{canary.port}/": "blocked_address",
+            "/pdf": "content_type",
+            "/binary": "content_type",
+        }
         fake_searx.results_for = lambda q: (
             [fake_web.url + path for path in hostile] if "1." in q else [fake_web.url + "/hostile"]
         )
@@ -269,19 +308,24 @@ def test_hostile_pages_cost_nothing(stack, user, fake_web, fake_searx) -> None: 
         # when
         research_id = stack.start(user, 2, 1)
         wait_finished(research_id, timeout=120)
-        # then
+        # then each hostile page failed for its own reason, and the injection page was analysed as plain text
         assert_complete_and_exact(research_id, 2, 1)
-        statuses = dict(Website.objects.filter(research_id=research_id).values_list("url", "failure_reason"))
-        assert all(statuses[fake_web.url + path] for path in hostile), statuses
-        assert statuses[fake_web.url + "/hostile"] == ""  # analysed: its text is data, not instructions
+        websites = Website.objects.filter(research_id=research_id)
+        reasons = {w.url.removeprefix(fake_web.url): (w.status, w.failure_reason) for w in websites}
+        assert {path: reasons[path] for path in hostile} == {
+            path: (WebsiteStatus.FAILED, reason) for path, reason in hostile.items()
+        }, reasons
+        assert reasons["/hostile"] == (WebsiteStatus.ANALYZED, "")  # its text is data, not instructions
         report = Document.objects.get(research_id=research_id, kind="report").markdown
         assert "evil.example" not in report and "<script" not in report
+        # a 50 MB page and a 1 GB gzip bomb leave each worker's peak memory within 100 MB of where it started
         after = [peak_rss_mb(p.pid) for p in stack.pool.processes]
-        assert max(after) < 600, f"worker peak memory {after} MB (before {before})"
+        growth = [a - b for a, b in zip(after, before, strict=True)]
+        assert max(growth) < 100, f"worker peak memory grew by {growth} MB (from {before})"
         assert canary.hits == 0
 
 
-def test_openai_key_never_leaks(internet, transactional_db, research_model, user, api) -> None:  # noqa: ANN001
+def test_openai_key_never_leaks(internet, transactional_db, research_model, user, api, fake_llm) -> None:  # noqa: ANN001
     # given workers holding a recognisable key, logging at INFO
     key = f"sk-canary-{uuid.uuid4().hex}"
     built = make_stack(internet, {"OPENAI_API_KEY": key, "LOG_LEVEL": "INFO"})
@@ -306,10 +350,18 @@ def test_openai_key_never_leaks(internet, transactional_db, research_model, user
         built.beat.stop()
         built.pool.stop()
         built.redis.stop()
-    # then the key is nowhere: task messages, logs, events, snapshots, documents
+    # then the workers did hold the key: every model call carried it, so finding it nowhere below means something
+    calls = [r for r in fake_llm.requests if r.path.endswith("/chat/completions")]
+    assert calls
+    assert all({k.lower(): v for k, v in r.headers.items()}.get("authorization") == f"Bearer {key}" for r in calls)
+    # and the key is nowhere: task messages, logs, events, snapshots, documents
     assert seen_in_broker and all(key.encode() not in message for message in seen_in_broker)
-    for log in ARTIFACTS.glob(f"worker-{built.pool.name}*.log"):
-        assert key not in log.read_text(errors="replace")
+    logs = [path.read_text(errors="replace") for path in ARTIFACTS.glob(f"worker-{built.pool.name}*.log")]
+    assert len(logs) == built.pool.count
+    for log in logs:
+        # the logs grepped are INFO logs, with a line for every task received and finished
+        assert any("INFO" in line and "workers.tasks." in line for line in log.splitlines()), log[-2000:]
+        assert key not in log
     assert key not in (ARTIFACTS / "beat.log").read_text(errors="replace")
     events = json.dumps(list(Event.objects.filter(research_id=research_id).values_list("data", flat=True)))
     assert key not in events
@@ -319,30 +371,57 @@ def test_openai_key_never_leaks(internet, transactional_db, research_model, user
     assert settings.OPENAI_API_KEY not in events  # the test process's own key, too
 
 
-def test_flower_requires_credentials() -> None:
-    from tests.private_services import free_port
+FLOWER_FORMS = ["docker-compose.yml", "Makefile"]
 
-    port = free_port()
-    env = process_env({"SECRET_KEY": "k" * 50})
-    flower = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "researchsite",
-            "flower",
-            "--address=127.0.0.1",
-            f"--port={port}",
-            "--basic-auth=ops:s3cret-pass",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+
+def flower_script(form: str, port: int) -> str:
+    """The flower command of docker-compose.yml or of the Makefile as its shell runs it, on a free loopback port."""
+    if form == "docker-compose.yml":
+        command = yaml.safe_load((ROOT / form).read_text())["services"]["flower"]["command"]
+        assert command[:2] == ["sh", "-c"], command
+        script = command[2]
+    else:
+        recipe = re.search(r"^flower:.*\n\t(.+)$", (ROOT / form).read_text(), re.MULTILINE)
+        assert recipe, "no flower target in the Makefile"
+        script = recipe.group(1).replace("$(VENV)/bin/", "")
+    script = script.replace("$$", "$")  # compose and make both escape the shell's $ as $$
+    script, bound = re.subn(r"--address=\S+ --port=5555\b", f"--address=127.0.0.1 --port={port}", script)
+    assert bound == 1, script
+    return script
+
+
+def flower_env(**extra: str) -> dict[str, str]:
+    # The commands call `celery` by name, as the image's PATH finds it.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = process_env({"SECRET_KEY": "k" * 50, "PATH": path})
+    env.pop("FLOWER_BASIC_AUTH", None)
+    return {**env, **extra}
+
+
+def run_shell(script: str, env: dict[str, str], output: Any = subprocess.PIPE) -> subprocess.Popen[bytes]:
+    # A session of its own, so that stopping it stops flower too, whether or not sh exec'd it.
+    return subprocess.Popen(
+        ["sh", "-c", script], cwd=ROOT, env=env, stdout=output, stderr=output, start_new_session=True
     )
-    import requests
 
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.mark.parametrize("form", FLOWER_FORMS)
+def test_flower_requires_credentials(form: str) -> None:
+    # given Flower started the way compose (or make) starts it, with FLOWER_BASIC_AUTH in the environment
+    port = free_port()
+    ARTIFACTS.mkdir(exist_ok=True)
+    with open(ARTIFACTS / "flower.log", "ab") as log:
+        flower = run_shell(flower_script(form, port), flower_env(FLOWER_BASIC_AUTH="ops:s3cret-pass"), log)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -350,12 +429,30 @@ def test_flower_requires_credentials() -> None:
                 anonymous = requests.get(f"http://127.0.0.1:{port}/", timeout=2)
                 break
             except requests.ConnectionError:
+                assert flower.poll() is None, "flower exited; see test-artifacts/flower.log"
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+        # then only the credentials from the environment get in
         assert anonymous.status_code == 401
         assert requests.get(f"http://127.0.0.1:{port}/", auth=("ops", "wrong"), timeout=5).status_code == 401
         assert requests.get(f"http://127.0.0.1:{port}/", auth=("ops", "s3cret-pass"), timeout=5).status_code == 200
     finally:
-        flower.terminate()
-        flower.wait(timeout=10)
+        stop_group(flower)
+
+
+@pytest.mark.parametrize("form", FLOWER_FORMS)
+@pytest.mark.parametrize("credentials", [None, ""])
+def test_flower_refuses_to_start_without_credentials(form: str, credentials: str | None) -> None:
+    # given FLOWER_BASIC_AUTH unset, or set but empty
+    env = flower_env() if credentials is None else flower_env(FLOWER_BASIC_AUTH=credentials)
+    # when
+    flower = run_shell(flower_script(form, free_port()), env)
+    try:
+        _, stderr = flower.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        stop_group(flower)
+        pytest.fail("flower started without credentials")
+    # then the shell stopped before running celery, and said why
+    assert flower.returncode != 0
+    assert b"FLOWER_BASIC_AUTH" in stderr, stderr

@@ -82,11 +82,39 @@ def test_signup_hidden_unless_enabled(settings, django_user_model) -> None:  # n
     assert client.get("/").status_code == 200
 
 
-def test_api_post_without_csrf_token_is_refused(user, research) -> None:  # noqa: ANN001
+STATE_CHANGING = ["questions", "start", "cancel", "logout", "signup"]
+
+
+@pytest.mark.parametrize("endpoint", STATE_CHANGING)
+def test_post_without_csrf_token_is_refused(endpoint, user, research, settings, django_user_model) -> None:  # noqa: ANN001
+    # given a signed-in user (an anonymous one for sign-up, which is enabled), and no CSRF token
+    settings.ALLOW_SIGNUP = True
+    awaiting = Research.objects.create(
+        owner=user, prompt="p", title="a", status=ResearchStatus.AWAITING_ANSWERS, breadth=1, depth=1, num_questions=1
+    )
     client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
-    response = client.post(f"/api/research/{research.pk}/cancel")
+    if endpoint != "signup":
+        client.force_login(user)
+    password = "Zq8!long-passw0rd"
+    path, body = {
+        "questions": ("/api/research/questions", {"prompt": "How do heat pumps work?", "num_questions": 1}),
+        "start": ("/api/research/start", {"research_id": str(awaiting.pk), "answers": ["Nordic"], "breadth": 1}),
+        "cancel": (f"/api/research/{research.pk}/cancel", {}),
+        "logout": ("/accounts/logout/", {}),
+        "signup": ("/accounts/signup/", {"username": "newbie", "password1": password, "password2": password}),
+    }[endpoint]
+    # when
+    if path.startswith("/api/"):
+        response = client.post(path, data=body, content_type="application/json")
+    else:
+        response = client.post(path, data=body)
+    # then it is refused as a CSRF failure, and nothing changed
     assert response.status_code == 403
-    assert "CSRF" in response.json()["error"]["message"]
+    assert "CSRF" in response.content.decode()
+    assert Research.objects.filter(owner=user).count() == 2
     research.refresh_from_db()
-    assert research.status == ResearchStatus.RUNNING
+    awaiting.refresh_from_db()
+    assert (research.status, awaiting.status) == (ResearchStatus.RUNNING, ResearchStatus.AWAITING_ANSWERS)
+    assert not django_user_model.objects.filter(username="newbie").exists()
+    if endpoint != "signup":
+        assert client.get("/api/research").status_code == 200  # still signed in

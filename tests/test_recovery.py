@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from research.models import Document, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from workers.pipeline.lifecycle import start_research
 from workers.pipeline.recovery import sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -167,3 +168,84 @@ def test_research_past_token_budget_fails(running, settings) -> None:  # noqa: A
     running.refresh_from_db()
     assert running.status == ResearchStatus.FAILED
     assert Document.objects.get(research=running, kind="error_output").stats["reason"] == "token_budget"
+
+
+def expire_and_sweep(model: type, pk: object) -> dict[str, int]:
+    """One sweep after the row's lease ran out: its re-queued task never ran (a lost message, a dead worker)."""
+    model.objects.filter(pk=pk).update(claimed_at=ago(120))
+    return sweep()
+
+
+def assert_failed_critically(research: Research, reason: str, says: str) -> None:
+    research.refresh_from_db()
+    assert research.status == ResearchStatus.FAILED
+    assert says in research.error
+    assert Document.objects.get(research=research, kind="error_output").stats["reason"] == reason
+    assert research.events.filter(type="research_failed", data__reason=reason).count() == 1
+
+
+def test_start_lost_past_max_attempts_fails_the_research(user, published, settings) -> None:  # noqa: ANN001
+    # given a queued research whose start task never runs
+    settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
+    research = Research.objects.create(
+        owner=user, prompt="p", title="t", status=ResearchStatus.QUEUED, breadth=1, depth=1, claimed_at=ago(120)
+    )
+    # when the sweeper finds it stuck, lease after lease
+    done = [expire_and_sweep(Research, research.pk) for _ in range(5)]
+    # then it was re-queued MAX_ATTEMPTS times, then failed with an error output, and left alone after
+    assert done == [{"start": 1}] * 3 + [{"start_failed": 1}, {}]
+    assert published == ["workers.tasks.start_research_task"] * 3
+    assert_failed_critically(research, "start_failed", "queued 4 times and no worker took it up")
+
+
+def test_top_level_planning_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:  # noqa: ANN001
+    # given a running research that never got its top-level queries
+    settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
+    # when
+    done = [expire_and_sweep(Research, running.pk) for _ in range(5)]
+    # then
+    assert done == [{"plan_top": 1}] * 3 + [{"plan_top_failed": 1}, {}]
+    assert published == ["workers.tasks.plan_queries_task"] * 3
+    assert_failed_critically(running, "planning_failed", "no top-level queries after 3 attempts")
+
+
+def test_child_planning_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:  # noqa: ANN001
+    # given a finished top-level query whose children are never planned (the research is depth 2)
+    settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
+    query = SerpQuery.objects.create(
+        research=running, depth=1, position=0, query="heat pumps", objective="o", status=QueryStatus.DONE
+    )
+    # when
+    done = [expire_and_sweep(SerpQuery, query.pk) for _ in range(5)]
+    # then
+    assert done == [{"plan_children": 1}] * 3 + [{"plan_children_failed": 1}, {}]
+    assert published == ["workers.tasks.plan_queries_task"] * 3
+    assert_failed_critically(running, "planning_failed", "no queries under “heat pumps” after 3 attempts")
+
+
+def test_report_publish_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:  # noqa: ANN001
+    # given a research whose every query is done, but whose report task never runs
+    settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
+    Research.objects.filter(pk=running.pk).update(pending_queries=0)
+    SerpQuery.objects.create(
+        research=running, depth=1, position=0, query="q", objective="o", status=QueryStatus.DONE, children_planned=True
+    )
+    # when
+    done = [expire_and_sweep(Research, running.pk) for _ in range(5)]
+    # then
+    assert done == [{"report": 1}] * 3 + [{"report_failed": 1}, {}]
+    assert published == ["workers.tasks.write_report_task"] * 3
+    assert_failed_critically(running, "report_failed", "no report after 3 attempts")
+
+
+def test_a_research_that_starts_counts_its_planning_attempts_from_zero(user, published) -> None:  # noqa: ANN001
+    # given a research the sweeper had to re-queue twice before a worker started it
+    research = Research.objects.create(
+        owner=user, prompt="p", title="t", status=ResearchStatus.QUEUED, breadth=1, depth=1, attempts=2
+    )
+    # when
+    start_research(str(research.pk))
+    # then its planning gets MAX_ATTEMPTS re-queues of its own
+    research.refresh_from_db()
+    assert (research.status, research.attempts) == (ResearchStatus.RUNNING, 0)
+    assert published == ["workers.tasks.plan_queries_task"]

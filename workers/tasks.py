@@ -85,7 +85,7 @@ def analyze_website_task(self: Task, website_id: int) -> None:
 @shared_task(base=ResearchTask, bind=True)
 def write_report_task(self: Task, research_id: str) -> None:
     """Write, verify and store the report, once."""
-    report.write_report(research_id)
+    report.write_report(research_id, task_id=self.request.id)
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -94,27 +94,9 @@ def sweep_task() -> dict[str, int]:
     return recovery.sweep()
 
 
-def _planning_failed(research_id: str, parent_id: int | None, exc: BaseException) -> None:
-    lifecycle.fail_research(
-        research_id,
-        reason="planning_failed",
-        what=f"Search queries could not be planned: {exc}",
-        impact="The research stopped; the queries, pages and extracts found so far are kept below.",
-    )
-
-
-def _start_failed(research_id: str, exc: BaseException) -> None:
-    lifecycle.fail_research(
-        research_id,
-        reason="start_failed",
-        what=f"The research could not start: {exc}",
-        impact="Nothing was researched.",
-    )
-
-
 FAILURE_HANDLERS = {
-    start_research_task.name: _start_failed,
-    plan_queries_task.name: _planning_failed,
+    start_research_task.name: lifecycle.start_failed,
+    plan_queries_task.name: plan.planning_failed,
     run_query_task.name: search.search_failed,
     scrape_website_task.name: scrape.scrape_failed,
     analyze_website_task.name: analyze.analysis_failed,

@@ -6,7 +6,9 @@ never downloads a browser here.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+import re
+import shutil
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +20,28 @@ from tests.processes import ARTIFACTS, DaphneServer, process_env
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS = ARTIFACTS / "screenshots"
+FAILURES = ARTIFACTS / "browser-failures"
+FAILED = pytest.StashKey[bool]()  # set on a test item whose call phase failed
 DESKTOP = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fresh_screenshots() -> None:
+    """Screenshots of this run only: one left over from an older run would pass for a current one."""
+    for folder in (SCREENSHOTS, FAILURES):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # Kept on the test item so that open_page's teardown, which runs after this, knows whether the test failed.
+    report = yield
+    if report.when == "call":
+        item.stash[FAILED] = report.failed
+    return report
 
 
 @pytest.fixture(scope="session")
@@ -75,8 +97,9 @@ class Watched:
 
 
 @pytest.fixture
-def open_page(browser: Browser) -> Iterator[Callable[..., Watched]]:
-    """Opens pages in fresh browser contexts (separate cookie jars, like separate browsers); closes them after."""
+def open_page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Callable[..., Watched]]:
+    """Opens pages in fresh browser contexts (separate cookie jars, like separate browsers); closes them after,
+    saving a screenshot and the URL of every open page first if the test failed."""
     contexts: list[BrowserContext] = []
 
     def open_(viewport: dict[str, int] | None = None, accept_dialogs: bool = False) -> Watched:
@@ -109,8 +132,24 @@ def open_page(browser: Browser) -> Iterator[Callable[..., Watched]]:
         return watched
 
     yield open_
+    if request.node.stash.get(FAILED, False):
+        save_failure(request.node.name, [page for context in contexts for page in context.pages])
     for context in contexts:
         context.close()
+
+
+def save_failure(test_name: str, pages: list[Page]) -> None:
+    FAILURES.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^\w.-]+", "_", test_name)
+    urls = []
+    for index, page in enumerate(pages):
+        path = FAILURES / f"{stem}-{index}.png"
+        try:
+            page.screenshot(path=path, full_page=True, timeout=10_000)
+        except Exception as error:  # noqa: BLE001 - a page that cannot be shot must not hide the test's own failure
+            path = f"(no screenshot: {error})"
+        urls.append(f"{index}: {page.url} {path}")
+    (FAILURES / f"{stem}.txt").write_text("\n".join(urls) + "\n")
 
 
 def sign_in(page: Page, base_url: str, username: str, path: str = "/") -> None:
@@ -120,7 +159,9 @@ def sign_in(page: Page, base_url: str, username: str, path: str = "/") -> None:
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url(base_url + path)
+    # The page's own scripts and sockets are the tests' business: waiting for the full "load" of a busy second
+    # context timed out now and then on a loaded machine.
+    page.wait_for_url(base_url + path, wait_until="domcontentloaded", timeout=60_000)
 
 
 def screenshot(target: Page, name: str, selector: str | None = None) -> Path:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from research.models import Event, Research, ResearchStatus
+from research.models import Event, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from tests.browser.conftest import screenshot, sign_in
+from tests.fakes.behaviours import REPORT_TITLE
 from tests.fakes.searx import query_slug
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,6 +34,13 @@ INJECTED = """() => ({
     .filter((a) => !["http:", "https:"].includes(new URL(a.href).protocol)).length,
 })"""
 CLEAN = {"inlineScripts": 0, "foreignScripts": 0, "images": 0, "frames": 0, "handlers": 0, "badLinks": 0}
+
+# For each query item: its id, and the id of the depth-1 query whose children list holds it (null if none).
+NESTED_UNDER = """items => items.map((li) => {
+  const list = li.parentElement;
+  const parent = list.classList.contains("tree-children") ? list.closest("li.q[data-depth='1']") : null;
+  return [li.dataset.queryId, parent && list.parentElement === parent ? parent.dataset.queryId : null];
+})"""
 
 
 def followups(questions: list[str]):  # noqa: ANN201
@@ -72,6 +80,11 @@ def test_research_started_in_the_form_runs_live_to_a_cited_report(
     fake_searx.delay = 0.6
     fake_llm.delays = {"website_analysis": 0.8, "research_report": 3.0}
     fake_llm.handlers["followup_questions"] = followups(["Which climates matter most?", "Which years should count?"])
+    # and another browser of alice's on the start page, which learns of the research only through its sidebar
+    # socket
+    watcher = open_page()
+    sign_in(watcher.page, daphne.url, "alice")
+    expect(watcher.page.locator("#sidebar-empty")).to_be_visible()
     first = open_page()
     page = first.page
     sign_in(page, daphne.url, "alice")
@@ -96,6 +109,10 @@ def test_research_started_in_the_form_runs_live_to_a_cited_report(
     expect(ongoing.locator(".skeleton")).to_be_visible()
     expect(ongoing).to_contain_text(PROMPT)
     screenshot(page, "sidebar-ongoing", "#sidebar")
+    # in the other browser too, pushed to its sidebar
+    watched_ongoing = watcher.page.locator(f"#group-ongoing a[data-id='{research_id}']")
+    expect(watched_ongoing.locator(".skeleton")).to_be_visible()
+    expect(watcher.page.locator("#view-new")).to_be_visible()
 
     # and clicking it (from the start page) shows its live log, growing while it runs
     page.click("#new-research")
@@ -121,13 +138,16 @@ def test_research_started_in_the_form_runs_live_to_a_cited_report(
         "seqs => seqs.every((s) => document.querySelector(`#events li[data-seq='${s}']`))", arg=shown, timeout=5000
     )
 
-    # when it finishes it moves to Today with its title (the report's), and the report renders with working
-    # citation links
+    # when it finishes it moves to Today with its title (the report's), in every browser, and the report renders
+    # with working citation links
     expect(page.locator("#r-status")).to_have_text("Completed", timeout=FINISH_TIMEOUT)
-    title = Research.objects.get(pk=research_id).title
-    expect(page.locator(f"#group-today a[data-id='{research_id}']")).to_have_text(title)
-    expect(page.locator("#r-title")).to_have_text(title)
+    assert Research.objects.get(pk=research_id).title == REPORT_TITLE
+    expect(page.locator(f"#group-today a[data-id='{research_id}']")).to_have_text(REPORT_TITLE)
+    expect(page.locator("#r-title")).to_have_text(REPORT_TITLE)
     expect(ongoing).to_have_count(0)
+    expect(watcher.page.locator(f"#group-today a[data-id='{research_id}']")).to_have_text(REPORT_TITLE)
+    expect(watched_ongoing).to_have_count(0)
+    expect(watcher.page.locator("#group-ongoing")).to_be_hidden()
     expect(page.locator("#tab-report")).to_have_attribute("aria-selected", "true")
     report = page.locator("#report-body")
     expect(report.locator("h2", has_text="Sources")).to_be_visible()
@@ -149,15 +169,31 @@ def test_research_started_in_the_form_runs_live_to_a_cited_report(
     assert "## Sources" in Path(download.value.path()).read_text()
     screenshot(page, "report")
 
-    # both tabs hold the whole history, in order, exactly once, and the same tree
+    # both tabs hold the whole history, in order, exactly once, with times; the same tree, nested as the
+    # queries are; and the database's counts
     database = list(Event.objects.filter(research_id=research_id).order_by("-seq").values_list("seq", flat=True))
+    children = sorted([str(q.pk), str(q.parent_id)] for q in SerpQuery.objects.filter(research_id=research_id, depth=2))
+    assert len(children) == 2
+    websites = Website.objects.filter(research_id=research_id)
+    found = websites.count()
+    analysed = websites.filter(status=WebsiteStatus.ANALYZED).count()
+    failed = websites.filter(status=WebsiteStatus.FAILED).count()
+    assert analysed > 0
     for watched in (first, second):
         expect(watched.page.locator("#r-status")).to_have_text("Completed")
         expect(watched.page.locator("#events li.event")).to_have_count(len(database))
         assert event_seqs(watched.page) == database
+        times = watched.page.locator("#events li.event time").all_inner_texts()
+        assert len(times) == len(database) and all(re.fullmatch(r"\d\d:\d\d:\d\d", t) for t in times), times
         expect(watched.page.locator("#tree li.q")).to_have_count(4)
+        expect(watched.page.locator("#tree > li.q[data-depth='1']")).to_have_count(2)
+        assert sorted(watched.page.eval_on_selector_all("#tree li.q[data-depth='2']", NESTED_UNDER)) == children
         assert watched.page.locator("#s-queries").inner_text() == "4 / 4"
+        assert watched.page.locator("#s-analysed").inner_text() == f"{analysed} / {found}"
+        assert watched.page.locator("#s-failed").inner_text() == str(failed)
+        expect(watched.page.locator("#s-elapsed")).to_have_text(re.compile(r"^\d\d:\d\d$"))
         assert watched.errors == [] and watched.dialogs == []
+    assert watcher.errors == []
     page.click("#tab-log")
     screenshot(page, "live-log-finished")
 
@@ -213,8 +249,15 @@ def test_hostile_pages_and_model_output_stay_inert_text(
 
     # then nothing ran and nothing was injected, on the report...
     assert page.evaluate(INJECTED) == CLEAN
-    expect(page.locator("#report-body h1")).to_contain_text("Report ‹script›alert('xss-script')‹/script›")
-    expect(page.locator("#report-body")).to_contain_text("‹img src=x onerror=alert('xss-img')›")
+    expect(page.locator("#report-body h1")).to_have_text(f"Report {SCRIPT}")
+    expect(page.locator("#report-body")).to_contain_text(f"Inline {SCRIPT} and {IMG} and a link here.")
+    # and the downloaded report.md says the same in markdown, without any raw HTML
+    with page.expect_download() as download:
+        page.click("#download-report")
+    downloaded = Path(download.value.path()).read_text()
+    assert downloaded.startswith("# Report &lt;script&gt;alert('xss-script')&lt;/script&gt;\n"), downloaded[:200]
+    assert "&lt;img src=x onerror=alert('xss-img')&gt; and a link here." in downloaded
+    assert "<script" not in downloaded and "<img" not in downloaded
     screenshot(page, "hostile-report")
     # ...and on the live log, where every payload is visible as text
     page.click("#tab-log")
@@ -222,7 +265,7 @@ def test_hostile_pages_and_model_output_stay_inert_text(
     assert page.evaluate(INJECTED) == CLEAN
     expect(page.locator("#r-prompt")).to_have_text(f"Research {SCRIPT} and {IMG} then {JS_URL}")
     title = Research.objects.get(pk=research_id).title
-    assert title == "Report ‹script›alert('xss-script')‹/script›"
+    assert title == f"Report {SCRIPT}"
     expect(page.locator("#r-title")).to_have_text(title)
     expect(page.locator(f"#group-today a[data-id='{research_id}']")).to_have_text(title)
     expect(page.locator("#r-questions dt").first).to_have_text(f"{SCRIPT} which years?")

@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from research.events import record_event
 from research.models import FollowUpQuestion, Research, ResearchStatus
 from tests.browser.conftest import PHONE, screenshot, sign_in
 from tests.browser.seed import seed_research
@@ -162,17 +163,71 @@ def test_phone_layout_collapses_the_sidebar(daphne, open_page, user) -> None:  #
     expect(page.locator("#sidebar-toggle")).to_be_visible()
     expect(sidebar).not_to_be_in_viewport()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # closed, the drawer casts no shadow onto the page and none of its links takes the keyboard focus
+    expect(page.locator(f"#group-ongoing a[data-id='{running.pk}']")).to_be_attached()
+    assert sidebar.evaluate("el => getComputedStyle(el).boxShadow") == "none"
+    assert tab_stops_in_sidebar(page) == []
     page.click("#sidebar-toggle")
     expect(sidebar).to_be_in_viewport()
     page.wait_for_timeout(300)  # the slide-in transition
+    assert sidebar.evaluate("el => getComputedStyle(el).boxShadow") != "none"
     screenshot(page, "phone-sidebar")
+    assert "#new-research" in tab_stops_in_sidebar(page)
     page.click(f"#group-ongoing a[data-id='{running.pk}']")
     expect(sidebar).not_to_be_in_viewport()
+    expect(sidebar).to_be_hidden()  # visibility: hidden, once it has slid out
     expect(page.locator("#r-title")).to_have_text("Hydrogen steel making costs")
     expect(page.locator("#events li.event")).to_have_count(running.last_event_seq)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(page, "phone-live-log")
     assert watched.errors == []
+
+
+def tab_stops_in_sidebar(page) -> list[str]:  # noqa: ANN001
+    """Where Tab goes from the phone's sidebar toggle (the sidebar follows it in the page): the stops inside the
+    sidebar, by id or tag."""
+    page.focus("#sidebar-toggle")
+    stops = []
+    for _ in range(6):
+        page.keyboard.press("Tab")
+        stops.append(
+            page.evaluate(
+                """() => {
+                const el = document.activeElement;
+                return el && el.closest("#sidebar") ? (el.id ? `#${el.id}` : el.tagName.toLowerCase()) : null;
+            }"""
+            )
+        )
+    return [stop for stop in stops if stop]
+
+
+def test_live_log_shows_only_the_research_open(daphne, open_page, user) -> None:  # noqa: ANN001
+    # given two running researches, A opened and then B in the same page, and A in a second browser
+    a = seed_research(user, "Hydrogen steel making costs", "running")
+    b = seed_research(user, "Grid-scale sodium batteries", "running")
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{a.pk}/")
+    expect(page.locator("#events li.event")).to_have_count(a.last_event_seq)
+    expect(page.locator("#r-connection")).to_have_text("Live")
+    page.click(f"#group-ongoing a[data-id='{b.pk}']")
+    expect(page.locator("#r-title")).to_have_text("Grid-scale sodium batteries")
+    expect(page.locator("#events li.event")).to_have_count(b.last_event_seq)
+    expect(page.locator("#r-connection")).to_have_text("Live")
+    shown = page.locator("#events").inner_text()
+    other = open_page()
+    sign_in(other.page, daphne.url, "alice", f"/research/{a.pk}/")
+    expect(other.page.locator("#events li.event")).to_have_count(a.last_event_seq)
+    expect(other.page.locator("#r-connection")).to_have_text("Live")
+    # when an event is recorded on A
+    record_event(a.pk, "serp_query_failed", {"query": "isolation probe", "error": "HTTP 503"})
+    # then A's log shows it at once, and B's, given a moment more, does not change
+    expect(other.page.locator("#events li.event").first).to_contain_text("isolation probe")
+    page.wait_for_timeout(1000)
+    expect(page.locator("#events li.event")).to_have_count(b.last_event_seq)
+    assert page.locator("#events").inner_text() == shown
+    expect(page.locator("#r-title")).to_have_text("Grid-scale sodium batteries")
+    assert watched.errors == [] and other.errors == []
 
 
 def test_unstarted_research_resumes_in_the_start_form(daphne, open_page, user) -> None:  # noqa: ANN001
@@ -223,6 +278,18 @@ def test_js_helpers_match_the_spec(daphne, open_page) -> None:  # noqa: ANN001
         const lib = await import("/static/research/js/lib.js");
         const spec = [[1, 1], [2, 2], [4, 2], [2, 4], [3, 3], [4, 3], [6, 4], [5, 5]];
         const now = new Date(2026, 4, 20, 0, 30);
+        const afternoon = new Date(2026, 4, 19, 14, 41, 4).toISOString();
+        const local = (...parts) => new Date(...parts).toISOString();
+        const items = [
+          // a long research created 49 days ago that finished today
+          { id: "a", status: "completed", created_at: local(2026, 3, 1), finished_at: local(2026, 4, 20, 0, 10) },
+          { id: "b", status: "failed", created_at: local(2026, 4, 12), finished_at: local(2026, 4, 13, 9) },
+          { id: "c", status: "running", created_at: local(2026, 1, 1), finished_at: null },
+          // the browser's ISO form and another (microseconds, an offset): e is the earlier, though its string
+          // sorts after d's
+          { id: "d", status: "awaiting_answers", created_at: "2026-05-19T12:00:00.000Z", finished_at: null },
+          { id: "e", status: "draft", created_at: "2026-05-19T13:00:00.000000+02:00", finished_at: null },
+        ];
         return {
           totals: spec.map(([b, d]) => lib.totalQueries(b, d)),
           levels: lib.queriesPerLevel(6, 4),
@@ -233,6 +300,9 @@ def test_js_helpers_match_the_spec(daphne, open_page) -> None:  # noqa: ANN001
                   .map(lib.webUrl),
           elapsed: [lib.formatElapsed(65000), lib.formatElapsed(3723000)],
           event: lib.describeEvent({ type: "website_failed", data: { url: "https://x.example", reason: "timeout" } }),
+          times: [lib.formatTime(afternoon), lib.formatDateTime(afternoon)],
+          sidebar: items.map((item) => lib.sidebarGroup(item, now)),
+          newestFirst: [...items].sort(lib.newestFirst).map((item) => item.id),
         };
     }"""
     )
@@ -242,6 +312,12 @@ def test_js_helpers_match_the_spec(daphne, open_page) -> None:  # noqa: ANN001
     assert got["urls"] == ["https://a.example/x", "http://b.example/", None, None, None]
     assert got["elapsed"] == ["01:05", "1:02:03"]
     assert got["event"] == {"tone": "fail", "text": "Skipped https://x.example: timeout", "detail": ""}
+    # one hour cycle (24-hour) for the header's date-time and the events' times
+    assert got["times"][0] == "14:41:04"
+    assert "14:41" in got["times"][1] and not re.search(r"\b[AP]\.?M\b", got["times"][1], re.IGNORECASE)
+    # finished research is filed and ordered by when it finished
+    assert got["sidebar"] == ["today", "week", "ongoing", "week", "week"]
+    assert got["newestFirst"] == ["a", "d", "e", "b", "c"]
 
 
 def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, open_page) -> None:  # noqa: ANN001
@@ -286,6 +362,75 @@ def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, o
     assert got["seqs"] == [1, 2, 3, 4, 5, 6, 7]
     assert got["asked"] == [{"type": "catch_up", "after": 3}]
     assert got["sockets"] == ["/ws/research/abc/", "/ws/research/abc/?after=7"]
+
+
+def test_sidebar_asks_for_the_list_while_research_runs(daphne, open_page) -> None:  # noqa: ANN001
+    # given the sidebar wired to a scripted socket, with its timers run by hand
+    page = open_page().page
+    page.goto(daphne.url + "/accounts/login/")
+    got = page.evaluate(
+        """async () => {
+        class Socket {
+          constructor(url) { this.url = url; this.sent = []; this.readyState = 1; this.on = {}; Socket.all.push(this); }
+          addEventListener(type, handler) { (this.on[type] ||= []).push(handler); }
+          send(data) { this.sent.push(JSON.parse(data)); }
+          close() {}
+          emit(type, event) { (this.on[type] || []).forEach((handler) => handler(event)); }
+        }
+        Socket.OPEN = 1;
+        Socket.all = [];
+        window.WebSocket = Socket;
+        const timers = [];
+        window.setInterval = (handler) => timers.push(handler);
+        const root = document.createElement("div");
+        for (const group of ["ongoing", "today", "week", "month", "older"]) {
+          const section = document.createElement("section");
+          section.dataset.group = group;
+          section.append(document.createElement("ul"));
+          root.append(section);
+        }
+        for (const id of ["sidebar-empty", "sidebar-connection"]) {
+          const p = document.createElement("p");
+          p.id = id;
+          root.append(p);
+        }
+        document.body.append(root);
+        const { Sidebar } = await import("/static/research/js/sidebar.js");
+        new Sidebar(root, { onOpen: () => {} });
+        const ws = Socket.all[0];
+        ws.emit("open", {});
+        const push = (message) => ws.emit("message", { data: JSON.stringify(message) });
+        const tick = () => timers.forEach((handler) => handler());
+        const where = () => Object.fromEntries(
+          [...root.querySelectorAll("a[data-id]")].map((a) => [a.dataset.id, a.closest("section").dataset.group]),
+        );
+        const asked = () => ws.sent.filter((m) => m.type === "list").length;
+        const now = new Date().toISOString();
+        const done = { id: "done", title: "Done", status: "completed", created_at: now, finished_at: now };
+        const running = { id: "new", title: "New", status: "running", created_at: now, finished_at: null };
+        const steps = [];
+        push({ type: "researches", researches: [done] });
+        tick();
+        steps.push({ asked: asked(), where: where() });
+        push({ type: "research", research: running });
+        tick();
+        steps.push({ asked: asked(), where: where() });
+        // its "completed" push is lost: the sidebar keeps asking until the list says so
+        tick();
+        steps.push({ asked: asked(), where: where() });
+        push({ type: "researches", researches: [done, { ...running, status: "completed", finished_at: now }] });
+        tick();
+        steps.push({ asked: asked(), where: where() });
+        return steps;
+    }"""
+    )
+    # then it asks only while something runs, and the answer moves the finished research to Today
+    assert got == [
+        {"asked": 0, "where": {"done": "today"}},
+        {"asked": 1, "where": {"done": "today", "new": "ongoing"}},
+        {"asked": 2, "where": {"done": "today", "new": "ongoing"}},
+        {"asked": 2, "where": {"done": "today", "new": "today"}},
+    ]
 
 
 def test_admin_works_under_the_content_security_policy(daphne, open_page, django_user_model, user) -> None:  # noqa: ANN001

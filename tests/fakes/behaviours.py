@@ -24,6 +24,8 @@ _SENTENCE = re.compile(r"[^.!?\n]{20,}[.!?]")
 
 FABRICATED_URL = "https://fabricated.example/made-up-study"
 FABRICATED_QUOTE = "This sentence appears on no page that was ever fetched."
+# Unlike the renderer's fallback title ("Research report"), so a test can tell the model's title reached the page.
+REPORT_TITLE = "What the analysed sources measured"
 
 
 def _user_text(body: dict[str, Any]) -> str:
@@ -104,4 +106,4 @@ class ResearchModel:
                 }
             )
             summary.append({"text": "An invented source supports this.", "sources": [999], "quotes": []})
-        return {"title": "Research report", "summary": summary, "sections": sections}
+        return {"title": REPORT_TITLE, "summary": summary, "sections": sections}

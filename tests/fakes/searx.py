@@ -27,7 +27,7 @@ class FakeSearx(FakeServer):
     """SearxNG JSON search. `results_for(query)` returns dicts or bare URLs; by default 8 distinct FakeWeb
     pages `/page/<slug-of-query>-<i>` plus one duplicate URL, so the client must de-duplicate.
 
-    Switches: `fail_always(status)`, `fail_next(count, status)`, `delay` (seconds, every search) and
+    Switches: `fail_always(status)`, `fail_next(count, status, retry_after)`, `delay` (seconds, every search) and
     `delays`, a list of `(substring, seconds)` added when the query contains the substring.
     """
 
@@ -42,7 +42,7 @@ class FakeSearx(FakeServer):
             self.results_for: ResultsFor = self._default_results_for or self.default_results
             self.delay = 0.0
             self.delays: list[tuple[str, float]] = []
-            self._faults: deque[int] = deque()
+            self._faults: deque[tuple[int, float | None]] = deque()
             self._always: int | None = None
 
     def fail_always(self, status: int | None = 500) -> None:
@@ -50,10 +50,10 @@ class FakeSearx(FakeServer):
         with self._lock:
             self._always = status
 
-    def fail_next(self, count: int = 1, status: int = 500) -> None:
-        """The next `count` searches fail with `status`."""
+    def fail_next(self, count: int = 1, status: int = 500, retry_after: float | None = None) -> None:
+        """The next `count` searches fail with `status`, with a `Retry-After` header when given."""
         with self._lock:
-            self._faults.extend([status] * count)
+            self._faults.extend([(status, retry_after)] * count)
 
     def default_results(self, query: str) -> list[dict[str, Any] | str]:
         """8 distinct deterministic pages for the query, then a repeat of the first."""
@@ -103,9 +103,14 @@ class FakeSearx(FakeServer):
 
         self.sleep(self.delay + sum(seconds for sub, seconds in list(self.delays) if sub in q))
         with self._lock:
-            status = self._always if self._always is not None else self._faults.popleft() if self._faults else None
-        if status is not None:
-            request.send(status, f"<!doctype html><title>Error</title><h1>Error {status}</h1>")
+            if self._always is not None:
+                fault: tuple[int, float | None] | None = (self._always, None)
+            else:
+                fault = self._faults.popleft() if self._faults else None
+        if fault is not None:
+            status, retry_after = fault
+            headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+            request.send(status, f"<!doctype html><title>Error</title><h1>Error {status}</h1>", headers=headers)
             return
         if fmt != "json":
             # SearxNG answers 403 when the json format is not enabled in settings.yml.

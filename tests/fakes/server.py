@@ -93,6 +93,7 @@ class Request(BaseHTTPRequestHandler):
         )
         owner._log(self.record)
         self._headers_sent = False
+        owner._enter()
         try:
             owner.handle(self)
         except CLIENT_GONE:
@@ -104,6 +105,8 @@ class Request(BaseHTTPRequestHandler):
                 text = "fake server error\n" + traceback.format_exc()
                 with contextlib.suppress(*CLIENT_GONE):
                     self.send(500, text, "text/plain; charset=utf-8")
+        finally:
+            owner._leave()
 
     # --- response helpers ---
 
@@ -190,6 +193,8 @@ class FakeServer:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._requests: list[RecordedRequest] = []
+        self._in_flight = 0
+        self.max_in_flight = 0  # the most requests it was answering at once since the last reset
         self.errors: list[str] = []  # exceptions raised inside the fake, to debug fakes
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -258,6 +263,7 @@ class FakeServer:
         with self._lock:
             self._requests.clear()
             self.errors.clear()
+            self.max_in_flight = self._in_flight
             self.reset_switches()
 
     def reset_switches(self) -> None:
@@ -272,6 +278,15 @@ class FakeServer:
     def handle(self, request: Request) -> None:
         """Answer one request; subclasses override."""
         request.send(404, "not found\n", "text/plain; charset=utf-8")
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
 
     def _log(self, record: RecordedRequest) -> None:
         with self._lock:

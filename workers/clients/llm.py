@@ -8,7 +8,6 @@ re-asked a bounded number of times.
 
 import json
 import logging
-import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ import openai
 from django.conf import settings
 
 from workers.clients import ratelimit
+from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.errors import PermanentError, TransientError
 
 log = logging.getLogger(__name__)
@@ -56,17 +56,7 @@ def _client() -> openai.OpenAI:
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
-    raw = exc.response.headers.get("retry-after") if exc.response is not None else None
-    try:
-        return max(0.0, float(raw)) if raw else None
-    except ValueError:
-        return None
-
-
-def _backoff(attempt: int, retry_after: float | None) -> float:
-    if retry_after is not None:
-        return min(retry_after, 60.0) + random.uniform(0, 0.25)
-    return min(30.0, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+    return parse_retry_after(exc.response.headers.get("retry-after") if exc.response is not None else None)
 
 
 def _schema_prompt(name: str, schema: dict[str, Any]) -> str:
@@ -111,7 +101,7 @@ def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[
             error, retry_after = exc, None
         if attempt >= settings.LLM_MAX_RETRIES:
             raise TransientError(f"LLM call failed after {attempt + 1} attempts: {error}", retry_after) from error
-        delay = _backoff(attempt, retry_after)
+        delay = backoff_delay(attempt, retry_after)
         log.warning("LLM call failed (%s); retry %s in %.1fs", type(error).__name__, attempt + 1, delay)
         time.sleep(delay)
         attempt += 1

@@ -1,7 +1,6 @@
 """The SearxNG client: JSON search results, at most N distinct http(s) URLs per query."""
 
 import logging
-import random
 import time
 from dataclasses import dataclass
 from urllib.parse import urldefrag, urlparse
@@ -10,6 +9,7 @@ import requests
 from django.conf import settings
 
 from workers.clients import ratelimit
+from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.errors import PermanentError, TransientError
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ def normalise_url(url: str) -> str:
 
 
 def search(query: str, limit: int | None = None) -> list[SearchResult]:
-    """Search SearxNG; retries transient failures with backoff, then raises TransientError."""
+    """Search SearxNG; retries transient failures (after Retry-After when given), then raises TransientError."""
     limit = limit or settings.SEARCH_RESULTS_PER_QUERY
     attempt = 0
     while True:
@@ -41,7 +41,10 @@ def search(query: str, limit: int | None = None) -> list[SearchResult]:
                 headers={"Accept": "application/json"},
             )
             if response.status_code == 429 or response.status_code >= 500:
-                raise TransientError(f"search engine answered HTTP {response.status_code}")
+                raise TransientError(
+                    f"search engine answered HTTP {response.status_code}",
+                    parse_retry_after(response.headers.get("Retry-After")),
+                )
             if response.status_code != 200:
                 # 403 is what SearxNG answers when the JSON format is not enabled in its settings.
                 raise PermanentError(f"search engine answered HTTP {response.status_code} (is format=json enabled?)")
@@ -56,7 +59,7 @@ def search(query: str, limit: int | None = None) -> list[SearchResult]:
             return _results(payload, limit)
         if attempt >= settings.SEARCH_MAX_RETRIES:
             raise error
-        delay = min(20.0, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+        delay = backoff_delay(attempt, error.retry_after, cap=20.0)
         log.warning("search failed (%s); retry %s in %.1fs", error, attempt + 1, delay)
         time.sleep(delay)
         attempt += 1

@@ -31,7 +31,6 @@ def analyze_website(website_id: int) -> None:
     findings, prompt_tokens, completion_tokens = research_engine.analyze(
         website.query.objective, website.query.query, website.url, website.title, text
     )
-    add_usage(website.research_id, prompt_tokens, completion_tokens)
     page_text = PageText(text)
     kept = [finding for finding in findings if page_text.contains(finding.quote)]
     dropped = len(findings) - len(kept)
@@ -43,6 +42,8 @@ def analyze_website(website_id: int) -> None:
             status=WebsiteStatus.ANALYZED, finished_at=timezone.now()
         ):
             return  # a duplicate delivery got here first
+        # Counted with the result it paid for, so a duplicate delivery's tokens are not counted twice.
+        add_usage(website.research_id, prompt_tokens, completion_tokens)
         Extract.objects.bulk_create(
             Extract(
                 research_id=website.research_id,

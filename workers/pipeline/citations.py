@@ -13,8 +13,13 @@ from typing import Any
 from workers.agents.report_writer import SourceNote
 from workers.pipeline.quotes import PageText
 
-_MD_LINK = re.compile(r"!?\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-_BARE_URL = re.compile(r"(?:https?|ftp|javascript|data|file):[^\s)\]]+", re.IGNORECASE)
+# URLs may hold one level of balanced parentheses, as Wikipedia's do: /wiki/Heat_pump_(disambiguation); link
+# texts one level of brackets, as the report's own citations do: [[1]](url).
+_LINK_TEXT = r"(?:[^\[\]]|\[[^\[\]]*\])*"
+_LINK_TARGET = r"(?:[^\s()<>]|\([^\s()<>]*\))+"
+_BARE_URL_TAIL = r"(?:[^\s()<>\[\]]|\([^\s()<>\[\]]*\))+"
+_MD_LINK = re.compile(rf"(?<!\\)!?\[({_LINK_TEXT})\]\(\s*<?({_LINK_TARGET})>?(?:\s+\"[^\"]*\")?\s*\)")
+_BARE_URL = re.compile(rf"(?:https?|ftp|javascript|data|file):{_BARE_URL_TAIL}", re.IGNORECASE)
 _INLINE_MARK = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 
 
@@ -56,8 +61,9 @@ class _Renderer:
         text = _MD_LINK.sub(unlink, str(text))
         text = _BARE_URL.sub(drop_url, text)
         text = _INLINE_MARK.sub("", text)
-        # The renderer adds the only links; brackets left in the text could form new ones.
-        text = text.replace("[", "(").replace("]", ")").replace("<", "‹").replace(">", "›")
+        # The renderer adds the only links; brackets left in the text could form new ones. Angle brackets become
+        # entities: the reader sees "< 5 ms" as written, and no markdown renderer takes them for HTML.
+        text = text.replace("[", "(").replace("]", ")").replace("<", "&lt;").replace(">", "&gt;")
         return " ".join(text.split())
 
     def sentence(self, item: dict[str, Any]) -> str | None:
@@ -78,8 +84,9 @@ class _Renderer:
                 self.stats.quotes_dropped += 1
                 continue
             self.quotes_used.setdefault(number, [])
-            if text_of_quote not in self.quotes_used[number]:
-                self.quotes_used[number].append(" ".join(text_of_quote.split()))
+            normalised = " ".join(text_of_quote.split())
+            if normalised not in self.quotes_used[number]:
+                self.quotes_used[number].append(normalised)
             if number not in cited:
                 cited.append(number)
         if not text or not cited:
@@ -136,11 +143,17 @@ def render_report(
         entry = f"{report_number}. [{title_text}]({source.url})"
         quoted = renderer.quotes_used.get(number)
         if quoted:
-            entry += " — quoted: " + "; ".join(f"“{q}”" for q in quoted[:5])
+            entry += " — quoted: " + "; ".join(f"“{_verbatim(q)}”" for q in quoted[:5])
         lines.append(entry)
     renderer.stats.sources_cited = len(by_report_number)
     markdown = "\n".join(lines).rstrip() + "\n"
     return markdown, renderer.stats.as_dict()
+
+
+def _verbatim(quote: str) -> str:
+    """A page's words in markdown as written: brackets escaped so they form no link, angle brackets as entities."""
+    quote = quote.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    return quote.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _spaced(paragraphs: list[str]) -> list[str]:
@@ -148,6 +161,12 @@ def _spaced(paragraphs: list[str]) -> list[str]:
     for paragraph in paragraphs:
         result += [paragraph, ""]
     return result
+
+
+def report_title(markdown: str) -> str:
+    """The report's title as plain text: its first line, with the angle brackets clean_text escaped put back."""
+    title = markdown.splitlines()[0].removeprefix("# ").strip() if markdown else ""
+    return title.replace("&lt;", "<").replace("&gt;", ">")
 
 
 def cited_urls(markdown: str) -> list[str]:

@@ -45,6 +45,7 @@ def start_research(research_id: str) -> None:
             pending_queries=planned,
             claimed_at=timezone.now(),
             claimed_by=worker_name(),
+            attempts=0,  # the sweeper's re-queues of the start are over; the planning's count from zero
         )
         record_event(
             research.pk,
@@ -52,6 +53,16 @@ def start_research(research_id: str) -> None:
             {"breadth": research.breadth, "depth": research.depth, "queries_planned": planned},
         )
         transaction.on_commit(lambda: tasks.plan_queries_task.delay(research_id, None), robust=True)
+
+
+def start_failed(research_id: Any, error: BaseException) -> None:
+    """The research could not start (retries or sweeper attempts exhausted): it fails with an error output."""
+    fail_research(
+        research_id,
+        reason="start_failed",
+        what=f"The research could not start: {error}",
+        impact="Nothing was researched.",
+    )
 
 
 def running_research(research_id: Any) -> Research | None:

@@ -5,11 +5,11 @@ import logging
 from django.db import transaction
 
 from research.events import record_event
-from research.models import EventType, FollowUpQuestion, QueryStatus, SerpQuery
+from research.models import EventType, FollowUpQuestion, QueryStatus, Research, ResearchStatus, SerpQuery
 from research.planning import children_per_query
 from workers.agents.engines import engine_for
 from workers.agents.query_generator import Ancestor
-from workers.pipeline.lifecycle import running_research
+from workers.pipeline.lifecycle import fail_research, running_research
 from workers.pipeline.locks import research_transaction
 from workers.pipeline.usage import add_usage
 
@@ -46,15 +46,22 @@ def plan_queries(research_id: str, parent_id: int | None) -> None:
     planned, prompt_tokens, completion_tokens = engine_for(research.engine).plan_queries(
         research.prompt, answers, _ancestors(parent), count
     )
-    add_usage(research.pk, prompt_tokens, completion_tokens)
 
     with research_transaction(research.pk):
+        # Cancelled or failed during the model call: its unfinished queries were stopped, so add none.
+        if not Research.objects.filter(pk=research.pk, status=ResearchStatus.RUNNING).exists():
+            return
         if parent is not None:
             if not SerpQuery.objects.filter(pk=parent.pk, children_planned=False).update(children_planned=True):
                 return
         # The research row lock serialises two deliveries of the top-level planning.
         elif SerpQuery.objects.filter(research_id=research.pk, parent__isnull=True).exists():
             return
+        else:
+            # The sweeper's re-queues of the planning are over; the report's count from zero.
+            Research.objects.filter(pk=research.pk).update(attempts=0)
+        # Counted with the queries it paid for, so a duplicate delivery's tokens are not counted twice.
+        add_usage(research.pk, prompt_tokens, completion_tokens)
         created = SerpQuery.objects.bulk_create(
             SerpQuery(
                 research_id=research.pk,
@@ -80,6 +87,16 @@ def plan_queries(research_id: str, parent_id: int | None) -> None:
             )
         ids = [query.pk for query in created]
         transaction.on_commit(lambda: [tasks.run_query_task.delay(query_id) for query_id in ids], robust=True)
+
+
+def planning_failed(research_id: str, parent_id: int | None, error: BaseException) -> None:
+    """Queries could not be planned (retries or sweeper attempts exhausted): critical, as the tree cannot grow."""
+    fail_research(
+        research_id,
+        reason="planning_failed",
+        what=f"Search queries could not be planned: {error}",
+        impact="The research stopped; the queries, pages and extracts found so far are kept below.",
+    )
 
 
 def _ancestors(parent: SerpQuery | None) -> list[Ancestor]:

@@ -26,7 +26,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from workers.pipeline import analyze, lifecycle, report, scrape, search
+from workers.pipeline import analyze, lifecycle, plan, report, scrape, search
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,11 @@ def sweep() -> dict[str, int]:
     for research in Research.objects.filter(
         Q(claimed_at__lt=cutoff) | Q(claimed_at__isnull=True, created_at__lt=cutoff), status=ResearchStatus.QUEUED
     ):
-        if _release(Research, research.pk, cutoff, now, status=ResearchStatus.QUEUED):
+        if research.attempts >= settings.MAX_ATTEMPTS:
+            error = RuntimeError(f"it was queued {research.attempts + 1} times and no worker took it up")
+            lifecycle.start_failed(research.pk, error)
+            count("start_failed")
+        elif _release(Research, research.pk, cutoff, now, status=ResearchStatus.QUEUED):
             tasks.start_research_task.delay(str(research.pk))
             count("start")
 
@@ -71,12 +75,19 @@ def sweep() -> dict[str, int]:
         Exists(SerpQuery.objects.filter(research=OuterRef("pk"), depth=1))
     )
     for research in top_missing:
-        if _release(Research, research.pk, cutoff, now, status=ResearchStatus.RUNNING):
+        if research.attempts >= settings.MAX_ATTEMPTS:
+            error = RuntimeError(f"no top-level queries after {research.attempts} attempts")
+            plan.planning_failed(str(research.pk), None, error)
+            count("plan_top_failed")
+        elif _release(Research, research.pk, cutoff, now, status=ResearchStatus.RUNNING):
             tasks.plan_queries_task.delay(str(research.pk), None)
             count("plan_top")
 
     for research in running.filter(_expired(cutoff), pending_queries__lte=0):
-        if _release(Research, research.pk, cutoff, now, status=ResearchStatus.RUNNING, pending_queries__lte=0):
+        if research.attempts >= settings.MAX_ATTEMPTS:
+            report.report_failed(str(research.pk), RuntimeError(f"no report after {research.attempts} attempts"))
+            count("report_failed")
+        elif _release(Research, research.pk, cutoff, now, status=ResearchStatus.RUNNING, pending_queries__lte=0):
             tasks.write_report_task.delay(str(research.pk))
             count("report")
 
@@ -116,7 +127,11 @@ def sweep() -> dict[str, int]:
         depth__lt=F("research__depth"),
     )
     for query in unplanned:
-        if _release(SerpQuery, query.pk, cutoff, now, status=QueryStatus.DONE, children_planned=False):
+        if query.attempts >= settings.MAX_ATTEMPTS:
+            error = RuntimeError(f"no queries under “{query.query}” after {query.attempts} attempts")
+            plan.planning_failed(str(query.research_id), query.pk, error)
+            count("plan_children_failed")
+        elif _release(SerpQuery, query.pk, cutoff, now, status=QueryStatus.DONE, children_planned=False):
             tasks.plan_queries_task.delay(str(query.research_id), query.pk)
             count("plan_children")
 

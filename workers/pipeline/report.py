@@ -1,6 +1,7 @@
 """The report: written once, when every query of the tree is done, from the research's verified extracts."""
 
 import logging
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -25,7 +26,7 @@ from workers.agents import report_writer
 from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
-from workers.pipeline.citations import cited_urls, render_report
+from workers.pipeline.citations import cited_urls, render_report, report_title
 from workers.pipeline.lifecycle import fail_research
 from workers.pipeline.locks import research_transaction, worker_name
 from workers.pipeline.quotes import PageText
@@ -33,18 +34,30 @@ from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)
 
+# States from which a stored report completes the research.
+UNREPORTED = [ResearchStatus.RUNNING, ResearchStatus.REPORTING]
 
-def write_report(research_id: str) -> None:
-    """Claim the report (running → reporting, once), write it, verify its citations, store it."""
+
+def write_report(research_id: str, task_id: str | None = None) -> None:
+    """Claim the report (running → reporting, once), write it, verify its citations, store it.
+
+    `task_id` is the Celery task's id, the same across its retries: a retry of the task that claimed the report
+    takes it up again, while any other delivery finds it claimed and does nothing.
+    """
+    owner = f"{task_id or uuid.uuid4().hex} "
     with research_transaction(research_id):
-        if not Research.objects.filter(pk=research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0).update(
+        claimed = Research.objects.filter(pk=research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0).update(
             status=ResearchStatus.REPORTING,
             claimed_at=timezone.now(),
-            claimed_by=worker_name(),
+            claimed_by=(owner + worker_name())[:200],
             attempts=F("attempts") + 1,
-        ):
-            return  # not finished, already reporting, or over: a duplicate delivery does nothing
-        record_event(research_id, EventType.REPORT_WRITING_START, {})
+        )
+        if claimed:
+            record_event(research_id, EventType.REPORT_WRITING_START, {})
+        elif not Research.objects.filter(
+            pk=research_id, status=ResearchStatus.REPORTING, claimed_by__startswith=owner
+        ).update(claimed_at=timezone.now()):
+            return  # not finished, claimed by another delivery, or over: nothing to do
     research = Research.objects.get(pk=research_id)
     answers = list(
         FollowUpQuestion.objects.filter(research_id=research_id).order_by("position").values_list("question", "answer")
@@ -59,7 +72,6 @@ def write_report(research_id: str) -> None:
     report, prompt_tokens, completion_tokens = engine_for(research.engine).write(
         research.prompt, answers, objectives, sources
     )
-    add_usage(research_id, prompt_tokens, completion_tokens)
     markdown, stats = render_report(report, sources, page_texts)
     if research.engine == EXTRACTIVE:
         markdown = _offline_note(markdown)
@@ -70,18 +82,31 @@ def write_report(research_id: str) -> None:
     stats["sources_available"] = len(sources)
 
     with research_transaction(research_id):
+        # Cancelled or failed while the report was being written: it is not stored.
+        if not Research.objects.filter(pk=research_id, status__in=UNREPORTED, pending_queries__lte=0).exists():
+            return
         try:
             with transaction.atomic():
                 Document.objects.create(
                     research_id=research_id, kind=DocumentKind.REPORT, markdown=markdown, stats=stats
                 )
         except IntegrityError:
+            # Another writer stored one first (a lease that ran out while this one wrote): that one stands, and
+            # the research must not stay unfinished because of it.
+            markdown = Document.objects.get(research_id=research_id, kind=DocumentKind.REPORT).markdown
+            _complete(research_id, report_title(markdown) or research.title)
             return
-        title = markdown.splitlines()[0].lstrip("# ").strip()[:200]
-        Research.objects.filter(pk=research_id, status=ResearchStatus.REPORTING).update(
-            status=ResearchStatus.COMPLETED, finished_at=timezone.now(), title=title or research.title
-        )
+        # Counted with the report it paid for, so a duplicate writer's tokens are not counted twice.
+        add_usage(research_id, prompt_tokens, completion_tokens)
+        _complete(research_id, report_title(markdown)[:200] or research.title)
         record_event(research_id, EventType.REPORT_WRITING_SUCCESSFUL, stats)
+
+
+def _complete(research_id: str, title: str) -> None:
+    # The sweeper may have moved a slow writer's research back to running; either way it is finished now.
+    Research.objects.filter(pk=research_id, status__in=UNREPORTED).update(
+        status=ResearchStatus.COMPLETED, finished_at=timezone.now(), title=title[:200]
+    )
 
 
 def _offline_note(markdown: str) -> str:

@@ -50,7 +50,11 @@ def scrape_website(website_id: int) -> None:
             seconds=settings.SCRAPE_DEADLINE + 60
         )
         if not (created or stale):
-            return  # another website of this research is fetching the URL; it will move this one on
+            # Another website of this research is fetching the URL; it will move this one on.
+            record_event(
+                website.research_id, EventType.SCRAPING, {"website_id": website_id, "url": website.url, "reused": True}
+            )
+            return
         Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now())
         record_event(website.research_id, EventType.SCRAPING, {"website_id": website_id, "url": website.url})
 

@@ -35,8 +35,9 @@ def run_query(query_id: int) -> None:
 
     with research_transaction(query.research_id):
         # Only one delivery moves the query on from searching; a duplicate's results are dropped here.
+        # attempts=0: the sweeper's re-queues of the search are over; the planning of children counts from zero.
         if not SerpQuery.objects.filter(pk=query_id, status=QueryStatus.SEARCHING).update(
-            status=QueryStatus.SCRAPING, pending_websites=len(results)
+            status=QueryStatus.SCRAPING, pending_websites=len(results), attempts=0
         ):
             return
         websites = Website.objects.bulk_create(

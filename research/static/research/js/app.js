@@ -19,8 +19,11 @@ function main() {
   const researchView = document.getElementById("view-research");
   const toggle = document.getElementById("sidebar-toggle");
   const scrim = document.getElementById("scrim");
+  const drawer = document.getElementById("sidebar");
 
   function setSidebarOpen(open) {
+    // Closing hides the drawer (see app.css): focus inside it would be lost, so it goes back to the toggle.
+    if (!open && shell.classList.contains("sidebar-open") && drawer.contains(document.activeElement)) toggle.focus();
     shell.classList.toggle("sidebar-open", open);
     toggle.setAttribute("aria-expanded", String(open));
     scrim.hidden = !open;
@@ -31,7 +34,7 @@ function main() {
     if (event.key === "Escape") setSidebarOpen(false);
   });
 
-  const sidebar = new Sidebar(document.getElementById("sidebar"), { onOpen: (id) => navigate(`/research/${id}/`) });
+  const sidebar = new Sidebar(drawer, { onOpen: (id) => navigate(`/research/${id}/`) });
   const view = new ResearchView(researchView, {
     onResume: (snapshot) => {
       navigate("/");

@@ -49,13 +49,28 @@ function startOfDay(date) {
   return new Date(date.getFullYear(), date.getMonth(), date.getDate());
 }
 
-// The sidebar group of a research created at `created`, by calendar days in the browser's time zone.
-export function dateGroup(created, now = new Date()) {
-  const days = Math.round((startOfDay(now) - startOfDay(created)) / 86400000);
+// The sidebar group of a date, by calendar days in the browser's time zone.
+export function dateGroup(date, now = new Date()) {
+  const days = Math.round((startOfDay(now) - startOfDay(date)) / 86400000);
   if (days <= 0) return "today";
   if (days <= 7) return "week";
   if (days <= 30) return "month";
   return "older";
+}
+
+// A finished research is filed under when it finished (a long one started yesterday belongs to Today); others
+// under when they were created.
+export function sidebarTime(item) {
+  return new Date(item.finished_at || item.created_at);
+}
+
+export function sidebarGroup(item, now = new Date()) {
+  return ACTIVE_STATUSES.has(item.status) ? "ongoing" : dateGroup(sidebarTime(item), now);
+}
+
+// Newest first. Dates, not ISO strings, are compared: the server's and the browser's ISO forms differ.
+export function newestFirst(a, b) {
+  return sidebarTime(b) - sidebarTime(a);
 }
 
 export function formatElapsed(ms) {
@@ -67,13 +82,20 @@ export function formatElapsed(ms) {
   return h ? `${h}:${pad(m)}:${pad(s)}` : `${pad(m)}:${pad(s)}`;
 }
 
+// One hour cycle for every time shown, so the header and the events agree; 24-hour, as the event times must fit
+// their narrow column.
+const HOUR_CYCLE = "h23";
 const timeFormat = new Intl.DateTimeFormat(undefined, {
   hour: "2-digit",
   minute: "2-digit",
   second: "2-digit",
-  hour12: false,
+  hourCycle: HOUR_CYCLE,
 });
-const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const dateTimeFormat = new Intl.DateTimeFormat(undefined, {
+  dateStyle: "medium",
+  timeStyle: "short",
+  hourCycle: HOUR_CYCLE,
+});
 
 export function formatTime(iso) {
   const date = new Date(iso);

@@ -100,6 +100,11 @@ export class SidebarFeed extends Feed {
     if (message.type === "researches") this.onList(message.researches || []);
     else if (message.type === "research" && message.research) this.onItem(message.research);
   }
+
+  // Ask for the whole list again: the answer repairs whatever a lost push left wrong.
+  refresh() {
+    return this.send({ type: "list" });
+  }
 }
 
 // `/ws/research/<id>/`: the full history on connect, then coalesced updates. Events are delivered to `onEvents`

@@ -1,9 +1,12 @@
 // The sidebar: ongoing research as skeleton loaders, past research grouped by day, live from /ws/research/.
 import { h } from "./dom.js";
-import { ACTIVE_STATUSES, dateGroup, statusLabel } from "./lib.js";
+import { ACTIVE_STATUSES, newestFirst, sidebarGroup, statusLabel } from "./lib.js";
 import { SidebarFeed } from "./live.js";
 
 const GROUPS = ["ongoing", "today", "week", "month", "older"];
+// Pushes are delivered at most once: while something runs, ask for the whole list now and then, so a lost
+// "completed" does not leave a skeleton until a reload. (A reconnect gets the list from the server anyway.)
+const LIST_REFRESH_MS = 10000;
 
 export class Sidebar {
   constructor(root, { onOpen }) {
@@ -29,6 +32,13 @@ export class Sidebar {
     }).start();
     // Days roll over while the page stays open.
     window.setInterval(() => this.render(), 60000);
+    window.setInterval(() => {
+      if (this.ongoing()) this.feed.refresh();
+    }, LIST_REFRESH_MS);
+  }
+
+  ongoing() {
+    return [...this.items.values()].some((item) => ACTIVE_STATUSES.has(item.status));
   }
 
   replace(list) {
@@ -55,10 +65,7 @@ export class Sidebar {
   render() {
     const now = new Date();
     const byGroup = Object.fromEntries(GROUPS.map((group) => [group, []]));
-    for (const item of this.items.values()) {
-      const group = ACTIVE_STATUSES.has(item.status) ? "ongoing" : dateGroup(new Date(item.created_at), now);
-      byGroup[group].push(item);
-    }
+    for (const item of this.items.values()) byGroup[sidebarGroup(item, now)].push(item);
     for (const [id, node] of this.nodes) {
       if (!this.items.has(id)) {
         node.li.remove();
@@ -66,7 +73,7 @@ export class Sidebar {
       }
     }
     for (const group of GROUPS) {
-      const items = byGroup[group].sort((a, b) => (a.created_at < b.created_at ? 1 : -1));
+      const items = byGroup[group].sort(newestFirst);
       const { section, list } = this.lists[group];
       const wanted = items.map((item) => this.node(item, group));
       // Move nodes only when the order changed: re-inserting a node restarts its loader animation.

@@ -1,0 +1,98 @@
+"""Races around the slow steps on the real stack: a research cancelled while the model plans or writes, the report
+task delivered again while it runs, and a report that fails on every try."""
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from research.models import Document, Event, Research, ResearchStatus, SerpQuery
+from research.planning import total_queries
+from tests.e2e import start_research, wait_finished
+from workers import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def status(research_id: str) -> str:
+    return Research.objects.values_list("status", flat=True).get(pk=research_id)
+
+
+def types_after(research_id: str, event_type: str) -> list[str]:
+    seq = Event.objects.get(research_id=research_id, type=event_type).seq
+    return list(Event.objects.filter(research_id=research_id, seq__gt=seq).values_list("type", flat=True))
+
+
+def test_cancel_while_planning_adds_no_queries(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+    # given a model that takes 2 s to plan, and a research whose first planning call is under way
+    fake_llm.delays["serp_queries"] = 2.0
+    research_id = start_research(api, 2, 2)
+    wait_until(lambda: fake_llm.count("serp_queries") >= 1)
+    # when it is cancelled before the model answers
+    assert api.post(f"/api/research/{research_id}/cancel").status_code == 200
+    time.sleep(3)
+    # then the answer is dropped: no query is added after the cancel, and none is left unfinished
+    assert status(research_id) == ResearchStatus.CANCELLED
+    assert "new_serp_query" not in types_after(research_id, "research_cancelled")
+    assert not SerpQuery.objects.filter(research_id=research_id, status__in=["pending", "searching"]).exists()
+
+
+def test_cancel_while_the_report_is_written_stores_no_report(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+    # given a research whose report the model takes 2 s to write
+    fake_llm.delays["research_report"] = 2.0
+    research_id = start_research(api, 1, 1)
+    wait_until(lambda: status(research_id) == ResearchStatus.REPORTING)
+    # when it is cancelled while the report is being written
+    assert api.post(f"/api/research/{research_id}/cancel").status_code == 200
+    wait_until(lambda: fake_llm.count("research_report") >= 1)
+    time.sleep(3)
+    # then no report is stored and the research stays cancelled
+    assert status(research_id) == ResearchStatus.CANCELLED
+    assert not Document.objects.filter(research_id=research_id, kind="report").exists()
+    assert "report_writing_successful" not in types_after(research_id, "research_cancelled")
+
+
+def test_report_task_delivered_again_while_it_runs_writes_once(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+    # given a report that takes 2 s to write, and is being written
+    fake_llm.delays["research_report"] = 2.0
+    research_id = start_research(api, 1, 1)
+    wait_until(lambda: status(research_id) == ResearchStatus.REPORTING)
+    # when the report task is delivered three more times meanwhile
+    for _ in range(3):
+        tasks.write_report_task.delay(research_id)
+    research = wait_finished(research_id)
+    time.sleep(1)  # let the late deliveries run out
+    # then one model call, one start, one report
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert fake_llm.count("research_report") == 1
+    types = list(research.events.values_list("type", flat=True))
+    assert types.count("report_writing_start") == 1 and types.count("report_writing_successful") == 1
+    assert Document.objects.filter(research=research, kind="report").count() == 1
+
+
+def test_report_that_fails_on_every_try_fails_the_research(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+    # given a model that answers every report request with a server error (held 1 s, so the switch is in place
+    # before the first of them is answered)
+    fake_llm.delays["research_report"] = 1.0
+    research_id = start_research(api, 1, 1)
+    wait_until(lambda: status(research_id) == ResearchStatus.REPORTING)
+    fake_llm.fail_always(500)
+    # when the client's retries and then the task's retry run out
+    research = wait_finished(research_id, timeout=90)
+    # then the research failed with an error output, after the task's retry took the report up again
+    assert research.status == ResearchStatus.FAILED
+    output = Document.objects.get(research=research, kind="error_output")
+    assert output.stats["reason"] == "report_failed"
+    assert not Document.objects.filter(research=research, kind="report").exists()
+    llm_tries = 1 + 3  # LLM_MAX_RETRIES in the test workers
+    assert fake_llm.count("research_report") >= 2 * llm_tries  # the task ran twice (TASK_MAX_RETRIES = 1)
+    types = list(research.events.values_list("type", flat=True))
+    assert types.count("report_writing_start") == 1 and types[-1] == "research_failed"
+    assert SerpQuery.objects.filter(research=research, status="done").count() == total_queries(1, 1)
