@@ -3,16 +3,17 @@
 `BENCH_WHATIF=reuse,locklast python -m bench.whatif -A researchsite worker -P threads -c N ...` starts a normal
 Celery worker after applying the named changes:
 
-- `reuse`: `CELERY_DB_REUSE_MAX = 1000` in the Celery configuration. Until c92beb1 researchsite/celery.py set
-  it in the environment, where Celery's Django fixup never looks (it reads `app.conf`), so every task closed its
-  database connection before and after it ran; the engine now sets it itself, and this only matters when
-  measuring older commits.
+- `reuse`: `CELERY_DB_REUSE_MAX = 1000` in the Celery configuration. Before the fix (docs/performance.md, Finding
+  2) researchsite/celery.py set it in the environment, where Celery's Django fixup never looks (it reads
+  `app.conf`), so every task closed its database connection before and after it ran; the engine now sets it
+  itself, and this only matters when measuring older commits.
 - `locklast`: `research_transaction` no longer locks the research row up front, and the events a transaction
   records are written at its end, so the row lock (needed for gap-free seqs) is held from the seq update to the
   commit instead of for the whole transaction.
 
-These measure the proposals; they are not the changes themselves (exactly-once under duplicate deliveries is not
-re-argued for `locklast` here), and nothing but the benchmark uses this module.
+These measure the proposals; they are not the changes themselves, and `locklast` is not safe as patched here:
+without the research row taken first, scrape and analysis transactions lock websites and queries in opposite
+orders and PostgreSQL finds deadlocks (Finding 1 has the figures). Nothing but the benchmark uses this module.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Build research trees directly in the database, for tests that need a big or specific tree."""
 
+from django.utils import timezone
+
 from research.models import (
     Document,
     DocumentKind,
@@ -14,7 +16,23 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import children_per_query
+from research.planning import children_per_query, total_queries
+
+
+def running_research(owner, breadth: int, depth: int) -> Research:  # noqa: ANN001
+    """A research as a worker leaves it once started: running, every planned query still pending."""
+    now = timezone.now()
+    return Research.objects.create(
+        owner=owner,
+        prompt="p",
+        title="t",
+        status=ResearchStatus.RUNNING,
+        breadth=breadth,
+        depth=depth,
+        pending_queries=total_queries(breadth, depth),
+        started_at=now,
+        claimed_at=now,
+    )
 
 
 def build_tree(owner, breadth: int, depth: int, websites_per_query: int = 7) -> Research:  # noqa: ANN001

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from research.models import Document, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from tests.factories import running_research
 from workers.pipeline.lifecycle import start_research
 from workers.pipeline.recovery import sweep
 
@@ -14,17 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def running(user) -> Research:  # noqa: ANN001
-    return Research.objects.create(
-        owner=user,
-        prompt="p",
-        title="t",
-        status=ResearchStatus.RUNNING,
-        breadth=2,
-        depth=2,
-        pending_queries=4,
-        started_at=timezone.now(),
-        claimed_at=timezone.now(),
-    )
+    return running_research(user, breadth=2, depth=2)
 
 
 def ago(seconds: float):  # noqa: ANN201

@@ -4,7 +4,6 @@ store one result and count its tokens once."""
 from types import SimpleNamespace
 
 import pytest
-from django.utils import timezone
 
 from research.models import (
     Extract,
@@ -12,11 +11,11 @@ from research.models import (
     PageStatus,
     QueryStatus,
     Research,
-    ResearchStatus,
     SerpQuery,
     Website,
     WebsiteStatus,
 )
+from tests.factories import running_research
 from workers.agents.query_generator import PlannedQuery
 from workers.agents.website_analyzer import Finding
 from workers.pipeline.analyze import analyze_website
@@ -29,17 +28,7 @@ SENTENCE = "Heat pumps kept working at minus twenty degrees in the Nordic field 
 
 @pytest.fixture
 def running(user) -> Research:  # noqa: ANN001
-    return Research.objects.create(
-        owner=user,
-        prompt="p",
-        title="t",
-        status=ResearchStatus.RUNNING,
-        breadth=2,
-        depth=1,
-        pending_queries=2,
-        started_at=timezone.now(),
-        claimed_at=timezone.now(),
-    )
+    return running_research(user, breadth=2, depth=1)
 
 
 def usage(research: Research) -> tuple[int, int]:

@@ -26,6 +26,20 @@ CHECK_DOM_IS_CLEAN = """() => ({
 })"""
 
 
+# A stand-in for the browser's WebSocket that records what the page sends and lets a test emit events.
+SCRIPTED_SOCKET = """
+        class Socket {
+          constructor(url) { this.url = url; this.sent = []; this.readyState = 1; this.on = {}; Socket.all.push(this); }
+          addEventListener(type, handler) { (this.on[type] ||= []).push(handler); }
+          send(data) { this.sent.push(JSON.parse(data)); }
+          close() {}
+          emit(type, event) { (this.on[type] || []).forEach((handler) => handler(event)); }
+        }
+        Socket.OPEN = 1;
+        Socket.all = [];
+        window.WebSocket = Socket;"""
+
+
 def test_sidebar_groups_past_research_by_day_and_shows_ongoing_skeletons(daphne, open_page, user) -> None:  # noqa: ANN001
     # given research of every age and state
     now = timezone.now()
@@ -325,17 +339,9 @@ def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, o
     page = open_page().page
     page.goto(daphne.url + "/accounts/login/")
     got = page.evaluate(
-        """async () => {
-        class Socket {
-          constructor(url) { this.url = url; this.sent = []; this.readyState = 1; this.on = {}; Socket.all.push(this); }
-          addEventListener(type, handler) { (this.on[type] ||= []).push(handler); }
-          send(data) { this.sent.push(JSON.parse(data)); }
-          close() {}
-          emit(type, event) { (this.on[type] || []).forEach((handler) => handler(event)); }
-        }
-        Socket.OPEN = 1;
-        Socket.all = [];
-        window.WebSocket = Socket;
+        """async () => {"""
+        + SCRIPTED_SOCKET
+        + """
         const { ResearchFeed } = await import("/static/research/js/live.js");
         const seqs = [];
         const feed = new ResearchFeed("abc", {
@@ -369,17 +375,9 @@ def test_sidebar_asks_for_the_list_while_research_runs(daphne, open_page) -> Non
     page = open_page().page
     page.goto(daphne.url + "/accounts/login/")
     got = page.evaluate(
-        """async () => {
-        class Socket {
-          constructor(url) { this.url = url; this.sent = []; this.readyState = 1; this.on = {}; Socket.all.push(this); }
-          addEventListener(type, handler) { (this.on[type] ||= []).push(handler); }
-          send(data) { this.sent.push(JSON.parse(data)); }
-          close() {}
-          emit(type, event) { (this.on[type] || []).forEach((handler) => handler(event)); }
-        }
-        Socket.OPEN = 1;
-        Socket.all = [];
-        window.WebSocket = Socket;
+        """async () => {"""
+        + SCRIPTED_SOCKET
+        + """
         const timers = [];
         window.setInterval = (handler) => timers.push(handler);
         const root = document.createElement("div");
