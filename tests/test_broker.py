@@ -1,0 +1,46 @@
+"""The embedded broker (researchsite/broker.py): a message is never visible to a consumer before it is whole."""
+
+import os
+from pathlib import Path
+
+import pytest
+from kombu import Connection
+
+from researchsite.broker import Transport
+
+
+@pytest.fixture
+def connection(tmp_path: Path) -> Connection:
+    folder = str(tmp_path)
+    options = {"data_folder_in": folder, "data_folder_out": folder, "store_processed": False}
+    with Connection("filesystem://", transport_options=options) as conn:
+        yield conn
+
+
+def test_filesystem_urls_use_the_atomic_transport(connection: Connection) -> None:
+    assert type(connection.transport) is Transport
+
+
+def test_a_message_appears_whole_and_round_trips(
+    connection: Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a watch on the folder at the moment the message file gets its final name
+    seen: list[list[str]] = []
+    rename = os.replace
+
+    def watched(source: str, target: str) -> None:
+        seen.append(sorted(os.listdir(tmp_path)))
+        assert Path(source).read_bytes()  # written before it is renamed into place
+        rename(source, target)
+
+    monkeypatch.setattr(os, "replace", watched)
+    queue = connection.SimpleQueue("tasks")
+    # when a message is published
+    queue.put({"task": "workers.tasks.scrape_website_task", "id": 7})
+    # then, until the rename, the folder held only a file no queue reads
+    assert len(seen) == 1 and len(seen[0]) == 1 and "." not in seen[0][0]
+    # and the consumer gets the message whole
+    message = queue.get(timeout=2)
+    assert message.payload == {"task": "workers.tasks.scrape_website_task", "id": 7}
+    message.ack()
+    queue.close()
