@@ -1,9 +1,16 @@
-"""The embedded mode's broker: kombu's filesystem transport, with messages that appear in the folder whole.
+"""kombu's transports with two failures mended: the filesystem broker's half-written messages, and the Redis
+broker's crash when a worker closes its channels after losing Redis.
 
-kombu creates a message file under its final name and then writes into it, so a worker polling the folder can
-take the file in between, read nothing and die on the JSON error (it happened in the demo's embedded runs). Here
-a message is written under a name no queue matches and then renamed into place: a rename within a folder is
-atomic, so a consumer finds a whole message or none.
+Filesystem (the embedded mode): kombu creates a message file under its final name and then writes into it, so a
+worker polling the folder can take the file in between, read nothing and die on the JSON error (it happened in
+the demo's embedded runs). Here a message is written under a name no queue matches and then renamed into place:
+a rename within a folder is atomic, so a consumer finds a whole message or none.
+
+Redis: when the connection to Redis drops, the worker releases the connection and then closes its channels; the
+close tries to restore unacknowledged messages through a new client built from the released connection, whose
+`client` is None by then. The AttributeError is not a connection error, so kombu does not ignore it and the
+worker exits ("Unrecoverable error", seen in the Redis-restart fault test; celery/kombu#582 has the same trace).
+Raising a connection error there lets the worker reconnect; the messages it could not restore are the sweeper's.
 """
 
 import os
@@ -11,13 +18,15 @@ import uuid
 from time import monotonic
 from typing import Any
 
+import redis.exceptions
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
+from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
 
 
-class Channel(filesystem.Channel):
+class FilesystemChannel(filesystem.Channel):
     def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
         # The same name kombu gives a message (its consumers sort and match on it).
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
@@ -31,5 +40,16 @@ class Channel(filesystem.Channel):
             raise ChannelError(f"Cannot add message {name!r} to {self.data_folder_out!r}") from exc
 
 
-class Transport(filesystem.Transport):
-    Channel = Channel
+class FilesystemTransport(filesystem.Transport):
+    Channel = FilesystemChannel
+
+
+class RedisChannel(kombu_redis.Channel):
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        if self.connection.client is None:
+            raise redis.exceptions.ConnectionError("the broker connection was released; reconnecting")
+        return super()._connparams(asynchronous)
+
+
+class RedisTransport(kombu_redis.Transport):
+    Channel = RedisChannel

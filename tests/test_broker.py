@@ -1,12 +1,14 @@
-"""The embedded broker (researchsite/broker.py): a message is never visible to a consumer before it is whole."""
+"""The brokers (researchsite/broker.py): a filesystem message is never visible before it is whole, and a Redis
+channel closed after its connection was released raises a connection error that kombu ignores, not a crash."""
 
 import os
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from kombu import Connection
 
-from researchsite.broker import Transport
+from researchsite.broker import FilesystemTransport, RedisTransport
 
 
 @pytest.fixture
@@ -18,7 +20,7 @@ def connection(tmp_path: Path) -> Connection:
 
 
 def test_filesystem_urls_use_the_atomic_transport(connection: Connection) -> None:
-    assert type(connection.transport) is Transport
+    assert type(connection.transport) is FilesystemTransport
 
 
 def test_a_message_appears_whole_and_round_trips(
@@ -44,3 +46,16 @@ def test_a_message_appears_whole_and_round_trips(
     assert message.payload == {"task": "workers.tasks.scrape_website_task", "id": 7}
     message.ack()
     queue.close()
+
+
+def test_redis_channel_closed_after_release_is_a_connection_error() -> None:
+    # given a channel on this run's Redis whose connection has been released (as a worker does on losing Redis)
+    with Connection(settings.REDIS_URL) as conn:
+        assert type(conn.transport) is RedisTransport
+        channel = conn.channel()
+        channel.connection.client = None
+        # when the channel builds a client, as closing it does to restore unacknowledged messages
+        with pytest.raises(conn.connection_errors) as raised:
+            channel._connparams()
+        # then kombu sees a connection error (which its close ignores), not an AttributeError
+        assert not isinstance(raised.value, AttributeError)
