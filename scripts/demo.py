@@ -36,7 +36,8 @@ DEMO_REDIS_DB = "15"
 # What the demo's user answers to the follow-up questions, in order.
 ANSWERS = [
     "Choosing between threading, multiprocessing, concurrent.futures and asyncio for I/O-bound and CPU-bound work.",
-    "The standard library of the Python that runs this demo.",
+    "The basics of each: skip introductions; I want how they start, share data, wait and fail, as documented for "
+    "the Python that runs this demo.",
 ]
 
 
