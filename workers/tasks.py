@@ -67,7 +67,7 @@ def plan_queries_task(self: Task, research_id: str, parent_id: int | None) -> No
 @shared_task(base=ResearchTask, bind=True)
 def run_query_task(self: Task, query_id: int) -> None:
     """Search one query and queue its websites."""
-    search.run_query(query_id)
+    search.run_query(query_id, task_id=self.request.id)
 
 
 @shared_task(base=ResearchTask, bind=True)
@@ -79,7 +79,7 @@ def scrape_website_task(self: Task, website_id: int) -> None:
 @shared_task(base=ResearchTask, bind=True)
 def analyze_website_task(self: Task, website_id: int) -> None:
     """Extract facts and verified quotes from one website for its query's objective."""
-    analyze.analyze_website(website_id)
+    analyze.analyze_website(website_id, task_id=self.request.id)
 
 
 @shared_task(base=ResearchTask, bind=True)

@@ -9,23 +9,25 @@ from research.models import EventType, Extract, Research, Website, WebsiteStatus
 from workers.agents.engines import engine_for
 from workers.pipeline import progress
 from workers.pipeline.lifecycle import running_research
-from workers.pipeline.locks import research_transaction, worker_name
+from workers.pipeline.locks import claim_owner, claimable, research_transaction, worker_name
 from workers.pipeline.quotes import PageText
 from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)
 
 
-def analyze_website(website_id: int) -> None:
+def analyze_website(website_id: int, task_id: str | None = None) -> None:
     """Extract facts and verbatim quotes from the website's stored page text."""
     website = Website.objects.select_related("query", "page").filter(pk=website_id).first()
     if website is None or website.status != WebsiteStatus.ANALYZING or website.page is None:
         return
     if running_research(website.research_id) is None:
         return
-    Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
-        claimed_at=timezone.now(), claimed_by=worker_name()
-    )
+    owner = claim_owner(task_id)
+    if not Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING).update(
+        claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
+    ):
+        return  # another delivery of this analysis is under way
     text = website.page.text
     research_engine = engine_for(Research.objects.values_list("engine", flat=True).get(pk=website.research_id))
     findings, prompt_tokens, completion_tokens = research_engine.analyze(

@@ -1,21 +1,50 @@
-"""One lock order for every transaction that writes a research's tree: the research row first.
+"""Leases on the rows steps work on, and one lock order for every transaction that writes a research's tree.
 
 Events take the research row anyway (for their seq), and steps also touch query, website and page rows; taking
 the research row first in every transaction means no two of them can wait on each other in a cycle. The cost
-is that one research's write transactions run one at a time, which is cheap: they are milliseconds long, and
-all slow work (model calls, fetches) happens outside them.
+is that one research's write transactions run one at a time (docs/performance.md, Finding 1); all slow work
+(model calls, fetches) happens outside them.
 """
 
 import os
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from research.models import Research
+
+# `claimed_by` of a row handed on to the next step's task (by the step before it, or by the sweeper).
+QUEUED = "queued"
+SWEEPER = "sweeper"
+
+
+def claim_owner(task_id: str | None) -> str:
+    """The prefix of `claimed_by` that a task's retries share (Celery keeps the task id across them)."""
+    return f"{task_id or uuid.uuid4().hex} "
+
+
+def claimable(owner: str) -> Q:
+    """Rows a task may lease: handed to it, already its own (a retry), or whose lease ran out (a dead worker).
+
+    A second delivery of a task that is still running finds none of these and does nothing: no repeated model
+    call or search, as duplicates must be pure no-ops (../shared/NOTES.md).
+    """
+    expired = timezone.now() - timedelta(seconds=settings.LEASE_SECONDS)
+    return (
+        Q(claimed_by__in=[QUEUED, SWEEPER])
+        | Q(claimed_by__startswith=owner)
+        | Q(claimed_at__isnull=True)
+        | Q(claimed_at__lt=expired)
+    )
 
 
 def worker_name() -> str:

@@ -27,6 +27,7 @@ from research.models import (
     WebsiteStatus,
 )
 from workers.pipeline import analyze, lifecycle, plan, report, scrape, search
+from workers.pipeline.locks import SWEEPER
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def _release(model: type, pk: Any, cutoff: Any, now: Any, **conditions: Any) -> 
     """Take a new lease on an expired row; True if this sweep got it (and so must re-queue it)."""
     return bool(
         model.objects.filter(_expired(cutoff), pk=pk, **conditions).update(
-            claimed_at=now, claimed_by="sweeper", attempts=F("attempts") + 1
+            claimed_at=now, claimed_by=SWEEPER, attempts=F("attempts") + 1
         )
     )
 

@@ -1,7 +1,6 @@
 """The report: written once, when every query of the tree is done, from the research's verified extracts."""
 
 import logging
-import uuid
 from typing import Any
 
 from django.conf import settings
@@ -28,7 +27,7 @@ from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.pipeline.citations import cited_urls, render_report, report_title
 from workers.pipeline.lifecycle import fail_research
-from workers.pipeline.locks import research_transaction, worker_name
+from workers.pipeline.locks import claim_owner, research_transaction, worker_name
 from workers.pipeline.quotes import PageText
 from workers.pipeline.usage import add_usage
 
@@ -44,7 +43,7 @@ def write_report(research_id: str, task_id: str | None = None) -> None:
     `task_id` is the Celery task's id, the same across its retries: a retry of the task that claimed the report
     takes it up again, while any other delivery finds it claimed and does nothing.
     """
-    owner = f"{task_id or uuid.uuid4().hex} "
+    owner = claim_owner(task_id)
     with research_transaction(research_id):
         claimed = Research.objects.filter(pk=research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0).update(
             status=ResearchStatus.REPORTING,

@@ -14,7 +14,7 @@ from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.ratelimit import host_slot
 from workers.pipeline import progress
 from workers.pipeline.lifecycle import running_research
-from workers.pipeline.locks import research_transaction, worker_name
+from workers.pipeline.locks import QUEUED, research_transaction, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,9 @@ def _to_analysis(page: Page, website_ids: list[int]) -> None:
         website = Website.objects.get(pk=website_id)
         Website.objects.filter(pk=website_id).update(
             status=WebsiteStatus.ANALYZING,
+            # Handed on: the analysis task queued below may claim it.
+            claimed_at=timezone.now(),
+            claimed_by=QUEUED,
             title=website.title or page.title[:1000],
             http_status=page.http_status,
             content_type=page.content_type,

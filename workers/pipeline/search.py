@@ -3,6 +3,7 @@
 import logging
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from research.events import record_event
@@ -10,12 +11,12 @@ from research.models import EventType, QueryStatus, SerpQuery, Website
 from workers.clients import search as search_client
 from workers.pipeline import progress
 from workers.pipeline.lifecycle import fail_research, running_research
-from workers.pipeline.locks import research_transaction, worker_name
+from workers.pipeline.locks import claim_owner, claimable, research_transaction, worker_name
 
 log = logging.getLogger(__name__)
 
 
-def run_query(query_id: int) -> None:
+def run_query(query_id: int, task_id: str | None = None) -> None:
     """Search for the query and store up to 7 websites; a query with no results is done at once."""
     from workers import tasks
 
@@ -24,12 +25,16 @@ def run_query(query_id: int) -> None:
         return
     if running_research(query.research_id) is None:
         return
-    SerpQuery.objects.filter(pk=query_id, status__in=[QueryStatus.PENDING, QueryStatus.SEARCHING]).update(
+    owner = claim_owner(task_id)
+    if not SerpQuery.objects.filter(
+        Q(status=QueryStatus.PENDING) | Q(claimable(owner), status=QueryStatus.SEARCHING), pk=query_id
+    ).update(
         status=QueryStatus.SEARCHING,
         claimed_at=timezone.now(),
-        claimed_by=worker_name(),
+        claimed_by=(owner + worker_name())[:200],
         started_at=query.started_at or timezone.now(),
-    )
+    ):
+        return  # another delivery of this search is under way
 
     results = search_client.search(query.query)
 
