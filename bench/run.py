@@ -1,6 +1,6 @@
 """Benchmark runner: `python -m bench.run [--parts ...] [--reps N]`; prints the tables of docs/performance.md.
 
-Parts (all but `whatif` by default, in this order, one stack for all of them):
+Parts (all by default, in this order, one stack for all of them):
   critical   wall time / critical-path ideal for (2,2) (4,2) (3,3) (4,3) (5,5), with enough worker slots;
              the (5,5) runs also count what one websocket client receives
   overhead   zero-latency (5,5): wall time per task, CPU per task, events per second
@@ -8,9 +8,6 @@ Parts (all but `whatif` by default, in this order, one stack for all of them):
              engine's critical-part runs (so `reference` needs `critical` in the same run)
   scaling    (4,3) on 1, 2, 4, 8 worker processes of a few slots each (latency-bound: slots are the limit)
   snapshots  snapshot build time, size and SQL queries at 110 queries × 7 pages
-  whatif     only when named: (4,3) and (5,5) with latencies and (5,5) at zero latency, on workers patched in
-             memory with the engine changes docs/performance.md proposes (bench/whatif.py; variants with
-             --whatif). `locklast` deadlocks as patched (Finding 1): a run may stall until --timeout.
 
 Every figure is the median of the repetitions, with the 1-minute load average beside it (other work on this
 machine slows the stack down; look at the load before trusting a figure). Raw runs go to var/bench/*.json.
@@ -34,14 +31,8 @@ from bench.latency import ZERO, Latencies
 
 log = logging.getLogger("bench")
 
-WHATIF_VARIANTS = {
-    "reuse": {"BENCH_WHATIF": "reuse"},
-    "reuse+locklast": {"BENCH_WHATIF": "reuse,locklast"},
-    # SPEC §5 allows a push "within a second or so": fewer, larger pushes, fewer snapshots to build.
-    "reuse+locklast+push1s": {"BENCH_WHATIF": "reuse,locklast", "PUSH_INTERVAL": "1.0"},
-}
-PARTS = ("critical", "overhead", "reference", "scaling", "snapshots", "whatif")
-DEFAULT_PARTS = PARTS[:-1]
+PARTS = ("critical", "overhead", "reference", "scaling", "snapshots")
+DEFAULT_PARTS = PARTS
 SHAPES = ((2, 2), (4, 2), (3, 3), (4, 3), (5, 5))
 OUT_DIR = Path(__file__).resolve().parent.parent / "var" / "bench"
 
@@ -329,60 +320,6 @@ class Bench:
             )
         self.sections.append(section)
 
-    def whatif(self, stack: Any, owner: Any) -> None:
-        from bench.probes import CpuMeter
-
-        section = Section(
-            f"What if (bench/whatif.py: the proposed engine changes patched into the workers; {self.args.workers} "
-            f"workers × {self.args.concurrency} threads)"
-        )
-        cases = [(self.latencies, s, "latencies") for s in ((4, 3), (5, 5)) if s in self.args.shapes]
-        cases.append((ZERO, (5, 5), "zero latency"))
-        for index, variant in enumerate(self.args.whatif):
-            env = WHATIF_VARIANTS[variant]
-            with stack.workers(
-                self.args.workers, self.args.concurrency, f"bench-whatif{index}-", module="bench.whatif", env=env
-            ) as pool:
-                for latencies, shape, label in cases:
-                    stack.fakes.prepare(latencies)
-                    observed, cpu_ms = [], []
-                    for rep in range(self.args.whatif_reps):
-                        meter = CpuMeter(
-                            {"workers": [p.pid for p in pool.processes]}, stack.database_url, stack.database_name
-                        )
-                        meter.start()
-                        measured = self.engine_run(stack, owner, *shape, latencies)
-                        cpu = meter.stop()
-                        cpu_ms.append(cpu["workers"] / measured.run.tasks * 1000)
-                        observed.append(measured)
-                        self.record(
-                            f"whatif {variant} {label} {shape[0]}x{shape[1]}", {**measured.as_dict(), "cpu": cpu}
-                        )
-                        self.say(f"whatif {variant} {label} {shape} rep {rep + 1}: {measured.run.wall:.2f} s")
-                    runs = [m.run for m in observed]
-                    if latencies is ZERO:
-                        value = f"{median([r.wall / r.tasks * 1000 for r in runs]):.1f} ms per task"
-                        detail = (
-                            f"{median([r.wall for r in runs]):.1f} s for {runs[0].tasks} tasks, "
-                            f"{median(cpu_ms):.1f} ms worker CPU per task"
-                        )
-                    else:
-                        value = f"{median([r.ratio for r in runs]):.2f}× ideal"
-                        detail = f"{median([r.wall for r in runs]):.1f} s / {runs[0].ideal:.1f} s"
-                    in_order = all(m.watched.in_order and m.watched.events == m.run.events for m in observed)
-                    section.rows.append(
-                        Row(
-                            f"{variant}: ({shape[0]},{shape[1]}) {label}",
-                            value,
-                            f"{detail}; {median([m.lock.mean_waiting for m in observed]):.1f} tasks waiting on the "
-                            f"research row; {median([m.watched.bytes for m in observed]) / 1e6:.1f} MB in "
-                            f"{median([m.watched.messages for m in observed]):.0f} pushes to one client, every event "
-                            f"once and in order: {in_order}",
-                            load=median([m.load for m in observed]),
-                        )
-                    )
-        self.sections.append(section)
-
     def snapshots(self, owner: Any) -> None:
         from bench.snapshots import build_tree, measure_snapshot
 
@@ -429,8 +366,6 @@ class Bench:
                 self.scaling(stack, owner)
             if "snapshots" in parts:
                 self.snapshots(owner)
-            if "whatif" in parts:
-                self.whatif(stack, owner)
 
     def table(self) -> str:
         lines = []
@@ -447,20 +382,12 @@ class Bench:
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     add: Callable[..., Any] = parser.add_argument
-    add("--parts", nargs="+", choices=PARTS, default=list(DEFAULT_PARTS), help="parts to run (default: all but whatif)")
+    add("--parts", nargs="+", choices=PARTS, default=list(DEFAULT_PARTS), help="parts to run (default: all)")
     add("--reps", type=int, default=3, help="repetitions of each critical-path shape (default 3)")
     add("--big-reps", type=int, default=2, help="repetitions of the (5,5) critical-path run (default 2)")
     add("--ref-reps", type=int, default=1, help="repetitions of each reference run (default 1: they are sleeps)")
     add("--overhead-reps", type=int, default=2, help="repetitions of the zero-latency run (default 2)")
     add("--scaling-reps", type=int, default=1, help="repetitions per worker count (default 1)")
-    add("--whatif-reps", type=int, default=1, help="repetitions of each what-if run (default 1)")
-    add(
-        "--whatif",
-        nargs="+",
-        choices=list(WHATIF_VARIANTS),
-        default=["reuse+locklast", "reuse+locklast+push1s"],
-        help="what-if variants (default: reuse+locklast reuse+locklast+push1s)",
-    )
     add("--workers", type=int, default=4, help="worker processes for critical/overhead (default 4)")
     add("--concurrency", type=int, default=16, help="threads per worker for critical/overhead (default 16)")
     add("--scaling-workers", type=int, nargs="+", default=[1, 2, 4, 8], help="worker counts (default 1 2 4 8)")

@@ -190,7 +190,7 @@ class Stack:
         self, count: int, concurrency: int, name: str, module: str = "celery", env: dict[str, str] | None = None
     ) -> Iterator[Any]:
         """`count` Celery worker processes with `-P threads -c concurrency`, stopped on exit; `module` is what
-        `python -m` runs (`bench.whatif` for the patched engine), `env` is added to their environment."""
+        `python -m` runs, `env` is added to their environment."""
         from tests.processes import process_env
 
         pool = _pool_class()(process_env(env or {}), count=count, concurrency=concurrency, name=name)

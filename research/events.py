@@ -10,6 +10,8 @@ lost push costs nothing, because a client that sees a seq gap or reconnects read
 import logging
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -40,8 +42,45 @@ def event_payload(event: Event) -> dict[str, Any]:
     return {"seq": event.seq, "type": event.type, "data": event.data, "created_at": event.created_at.isoformat()}
 
 
-def record_event(research_id: Any, event_type: str, data: dict[str, Any] | None = None) -> Event:
-    """Save the event with the research's next seq; its push is queued once the transaction commits."""
+# Events of a research kept back by `deferred` (per thread, innermost last).
+_deferring = threading.local()
+
+
+@contextmanager
+def deferred(research_id: Any) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """Inside the block, `record_event` for this research only collects the events into the list it yields; the
+    caller gives them their seqs with `insert_deferred` before its transaction commits (see
+    workers/pipeline/tree_writes.py: the research row is then locked only at the end of the transaction)."""
+    pending: list[tuple[str, dict[str, Any]]] = []
+    outer = getattr(_deferring, "stack", [])
+    _deferring.stack = [*outer, (str(research_id), pending)]
+    try:
+        yield pending
+    finally:
+        _deferring.stack = outer
+
+
+def insert_deferred(research_id: Any, pending: list[tuple[str, dict[str, Any]]], last_seq: int) -> None:
+    """Insert deferred events with the seqs ending at `last_seq`, which the caller has taken on the research row."""
+    if not pending:
+        return
+    first = last_seq - len(pending) + 1
+    Event.objects.bulk_create(
+        Event(research_id=research_id, seq=first + index, type=event_type, data=data)
+        for index, (event_type, data) in enumerate(pending)
+    )
+    transaction.on_commit(lambda: _pusher.mark(str(research_id)))
+
+
+def record_event(research_id: Any, event_type: str, data: dict[str, Any] | None = None) -> Event | None:
+    """Save the event with the research's next seq; its push is queued once the transaction commits.
+
+    Inside `deferred(research_id)` the event is only collected (and None returned); it is saved at the end of
+    that block's transaction."""
+    stack = getattr(_deferring, "stack", None)
+    if stack and stack[-1][0] == str(research_id):
+        stack[-1][1].append((event_type, data or {}))
+        return None
     with transaction.atomic():
         # The UPDATE locks the research row until commit, so concurrent recorders queue up here and each gets
         # the next number; a rolled-back transaction rolls its number back too, so seqs have no gaps.

@@ -139,7 +139,7 @@ CELERY_TASK_ALWAYS_EAGER = False
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000, minimum=0)
 
 # Seconds over which one process gathers a research's events into one websocket push (SPEC §5 coalescing).
-PUSH_INTERVAL = env_float("PUSH_INTERVAL", 0.25, minimum=0.0)
+PUSH_INTERVAL = env_float("PUSH_INTERVAL", 1.0, minimum=0.0)
 
 # redis (channels_redis on REDIS_URL) or sqlite (channels-lite in its own SQLite file: embedded mode).
 CHANNEL_LAYER = env_choice("CHANNEL_LAYER", "redis" if REDIS_URL else "sqlite", ("redis", "sqlite"))

@@ -15,6 +15,8 @@ os.environ.setdefault("SESSION_COOKIE_SECURE", "false")
 os.environ.setdefault("CSRF_COOKIE_SECURE", "false")
 os.environ.setdefault("OPENAI_API_KEY", "sk-test-never-a-real-key")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
+# Tests wait for pushes to settle; a shorter gathering window than the production 1 s keeps them quick.
+os.environ.setdefault("PUSH_INTERVAL", "0.25")
 
 RUN_ID = os.environ.get("DEEPRESEARCH_TEST_RUN")
 if not RUN_ID:

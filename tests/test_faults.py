@@ -3,6 +3,7 @@ rate-limiting model, hostile pages, leaked secrets. Each test runs its own worke
 private Redis, so restarting or flushing it disturbs nothing else."""
 
 import bisect
+import contextlib
 import json
 import os
 import re
@@ -408,13 +409,23 @@ def run_shell(script: str, env: dict[str, str], output: Any = subprocess.PIPE) -
 
 
 def stop_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
+    """Stop the shell and everything it started: flower outlived its shell once and kept running after the tests."""
+    try:
         os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        process.poll()
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            break  # the whole group is gone
+        time.sleep(0.1)
+    else:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    process.wait()
 
 
 @pytest.mark.parametrize("form", FLOWER_FORMS)

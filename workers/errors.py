@@ -11,3 +11,8 @@ class TransientError(Exception):
 
 class PermanentError(Exception):
     """A failure that repeating the call will not fix (bad request, invalid output after re-asking)."""
+
+
+class ResearchStopped(Exception):
+    """The research was cancelled or failed while a step ran: the step's transaction was rolled back, and the
+    step has nothing more to do (tasks end quietly on it)."""

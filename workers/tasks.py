@@ -14,7 +14,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from workers.errors import TransientError
+from workers.errors import ResearchStopped, TransientError
 from workers.pipeline import analyze, lifecycle, plan, recovery, report, scrape, search
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,13 @@ class ResearchTask(Task):
     retry_jitter = True
     acks_late = True
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except ResearchStopped as exc:
+            log.info("%s: %s; nothing more to do", self.name, exc)
+            return None
+
     @property
     def max_retries(self) -> int:  # read at call time, so deployments (and tests) can tune it
         return settings.TASK_MAX_RETRIES
@@ -48,6 +55,8 @@ class ResearchTask(Task):
             return  # infrastructure failed, not the step: the sweeper re-queues it once it is back
         try:
             handler(*args, exc)
+        except ResearchStopped:
+            pass  # the research ended meanwhile: nothing to record against it
         except Exception:  # noqa: BLE001 - the failure path must not raise over the original error
             log.exception("failure handler of %s failed", self.name)
 

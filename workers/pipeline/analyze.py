@@ -5,12 +5,13 @@ import logging
 from django.utils import timezone
 
 from research.events import record_event
-from research.models import EventType, Extract, Research, Website, WebsiteStatus
+from research.models import EventType, Extract, Website, WebsiteStatus
 from workers.agents.engines import engine_for
 from workers.pipeline import progress
 from workers.pipeline.lifecycle import running_research
-from workers.pipeline.locks import claim_owner, claimable, research_transaction, worker_name
+from workers.pipeline.locks import claim_owner, claimable, worker_name
 from workers.pipeline.quotes import PageText
+from workers.pipeline.tree_writes import tree_transaction
 from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)
@@ -21,7 +22,8 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
     website = Website.objects.select_related("query", "page").filter(pk=website_id).first()
     if website is None or website.status != WebsiteStatus.ANALYZING or website.page is None:
         return
-    if running_research(website.research_id) is None:
+    research = running_research(website.research_id)
+    if research is None:
         return
     owner = claim_owner(task_id)
     if not Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING).update(
@@ -29,7 +31,7 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
     ):
         return  # another delivery of this analysis is under way
     text = website.page.text
-    research_engine = engine_for(Research.objects.values_list("engine", flat=True).get(pk=website.research_id))
+    research_engine = engine_for(research.engine)
     findings, prompt_tokens, completion_tokens = research_engine.analyze(
         website.query.objective, website.query.query, website.url, website.title, text
     )
@@ -39,7 +41,7 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
     if dropped:
         log.info("dropped %s quotes not found on %s", dropped, website.url)
 
-    with research_transaction(website.research_id):
+    with tree_transaction(website.research_id):
         if not Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
             status=WebsiteStatus.ANALYZED, finished_at=timezone.now()
         ):
@@ -75,7 +77,7 @@ def analysis_failed(website_id: int, error: BaseException) -> None:
     website = Website.objects.filter(pk=website_id).first()
     if website is None:
         return
-    with research_transaction(website.research_id):
+    with tree_transaction(website.research_id):
         if not Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
             status=WebsiteStatus.FAILED,
             failure_reason="analysis_failed",

@@ -1,9 +1,9 @@
-"""Leases on the rows steps work on, and one lock order for every transaction that writes a research's tree.
+"""Leases on the rows steps work on, and the transaction that takes a research's row first.
 
-Events take the research row anyway (for their seq), and steps also touch query, website and page rows; taking
-the research row first in every transaction means no two of them can wait on each other in a cycle. The cost
-is that one research's write transactions run one at a time (docs/performance.md, Finding 1); all slow work
-(model calls, fetches) happens outside them.
+Most steps write the tree in tree_writes.tree_transaction, which takes the research row last. The steps that
+decide a research's course (start, top-level and child planning, report, cancel and fail) take its row first
+here, to serialise against each other; none of them then locks a website or a query that a tree transaction
+may hold, so the two kinds cannot wait on each other in a cycle.
 """
 
 import os
@@ -59,7 +59,8 @@ def research_transaction(research_id: Any) -> Iterator[None]:
         if connection.features.has_select_for_update:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    f"SELECT 1 FROM {Research._meta.db_table} WHERE id = %s FOR UPDATE",
+                    # NO KEY UPDATE: rows inserted with a foreign key to the research (FOR KEY SHARE) do not wait.
+                    f"SELECT 1 FROM {Research._meta.db_table} WHERE id = %s FOR NO KEY UPDATE",
                     [Research._meta.pk.get_db_prep_value(research_id, connection)],
                 )
         yield

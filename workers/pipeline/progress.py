@@ -1,7 +1,9 @@
 """The counters that finish nodes exactly once: a website ending finishes its query, a query ending its research.
 
-Every function here runs inside the caller's transaction, so the counter change, the new state and the
-follow-on tasks (queued on commit) stand or fall together.
+Every function here runs inside the caller's tree transaction (tree_writes.py), so the counter change, the new
+state and the follow-on tasks (queued on commit) stand or fall together; the research's own counters are
+applied at the end of that transaction, which queues the report when the last query is counted off. In a
+transaction that locked the research row first (locks.research_transaction) they are applied at once.
 """
 
 import logging
@@ -12,6 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from research.models import Extract, QueryStatus, Research, ResearchStatus, SerpQuery
+from workers.pipeline.tree_writes import open_tally
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,10 @@ def query_finished(query_id: int, status: str, from_statuses: list[str], error: 
         # The query now leases the planning of its children (the sweeper re-queues it if that is lost).
         SerpQuery.objects.filter(pk=query_id).update(claimed_at=now)
         transaction.on_commit(lambda: tasks.plan_queries_task.delay(str(research.pk), query_id), robust=True)
-    remaining = _decrement(Research, "pending_queries", research.pk)
-    if remaining == 0:
+    tally = open_tally(research.pk)
+    if tally is not None:
+        tally.queries_finished += 1  # the tree transaction's end counts it off and queues the report at zero
+    elif _decrement(Research, "pending_queries", research.pk) == 0:
         research_id = str(research.pk)
         Research.objects.filter(pk=research.pk).update(claimed_at=now)
         transaction.on_commit(lambda: tasks.write_report_task.delay(research_id), robust=True)
@@ -67,5 +72,8 @@ def _learnings(query_id: int) -> list[str]:
 
 
 def add_dropped_quotes(research_id: Any, count: int) -> None:
-    if count:
+    tally = open_tally(research_id)
+    if tally is not None:
+        tally.quotes_dropped += count
+    elif count:
         Research.objects.filter(pk=research_id).update(quotes_dropped=F("quotes_dropped") + count)

@@ -8,6 +8,7 @@ MAX_ATTEMPTS claims is failed with the reason, as its kind of failure demands (d
 """
 
 import logging
+from contextlib import suppress
 from datetime import timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from workers.errors import ResearchStopped
 from workers.pipeline import analyze, lifecycle, plan, report, scrape, search
 from workers.pipeline.locks import SWEEPER
 
@@ -55,6 +57,17 @@ def sweep() -> dict[str, int]:
 
     def count(kind: str) -> None:
         done[kind] = done.get(kind, 0) + 1
+
+    # A research that ended while its worker died before stopping its unfinished rows (lifecycle.stop_unfinished).
+    ended = [ResearchStatus.CANCELLED, ResearchStatus.FAILED, ResearchStatus.COMPLETED]
+    unfinished_rows = Q(
+        Exists(Website.objects.filter(research=OuterRef("pk"), status__in=lifecycle.UNFINISHED_WEBSITES))
+    ) | Q(Exists(SerpQuery.objects.filter(research=OuterRef("pk"), status__in=lifecycle.UNFINISHED_QUERIES)))
+    for research_id in Research.objects.filter(unfinished_rows, status__in=ended, finished_at__lt=cutoff).values_list(
+        "pk", flat=True
+    ):
+        lifecycle.stop_unfinished(research_id, now)
+        count("stopped")
 
     # Researches: budgets first (running_research fails a research past its time or token budget).
     for research_id in Research.objects.filter(status=ResearchStatus.RUNNING).values_list("pk", flat=True):
@@ -114,7 +127,8 @@ def sweep() -> dict[str, int]:
         .filter(leased__lt=cutoff)
     ):
         if query.attempts >= settings.MAX_ATTEMPTS:
-            search.search_failed(query.pk, RuntimeError(f"no search result after {query.attempts} attempts"))
+            with suppress(ResearchStopped):  # the research ended meanwhile
+                search.search_failed(query.pk, RuntimeError(f"no search result after {query.attempts} attempts"))
             count("query_failed")
         elif _release(SerpQuery, query.pk, cutoff, now, status__in=[QueryStatus.PENDING, QueryStatus.SEARCHING]):
             tasks.run_query_task.delay(query.pk)
@@ -145,7 +159,8 @@ def sweep() -> dict[str, int]:
         analysing = website.status == WebsiteStatus.ANALYZING
         if website.attempts >= settings.MAX_ATTEMPTS:
             error = RuntimeError(f"abandoned after {website.attempts} attempts")
-            (analyze.analysis_failed if analysing else scrape.scrape_failed)(website.pk, error)
+            with suppress(ResearchStopped):  # the research ended meanwhile
+                (analyze.analysis_failed if analysing else scrape.scrape_failed)(website.pk, error)
             count("website_failed")
         elif _release(Website, website.pk, cutoff, now, status=website.status):
             (tasks.analyze_website_task if analysing else tasks.scrape_website_task).delay(website.pk)

@@ -11,7 +11,8 @@ from research.models import EventType, QueryStatus, SerpQuery, Website
 from workers.clients import search as search_client
 from workers.pipeline import progress
 from workers.pipeline.lifecycle import fail_research, running_research
-from workers.pipeline.locks import claim_owner, claimable, research_transaction, worker_name
+from workers.pipeline.locks import claim_owner, claimable, worker_name
+from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def run_query(query_id: int, task_id: str | None = None) -> None:
 
     results = search_client.search(query.query)
 
-    with research_transaction(query.research_id):
+    with tree_transaction(query.research_id):
         # Only one delivery moves the query on from searching; a duplicate's results are dropped here.
         # attempts=0: the sweeper's re-queues of the search are over; the planning of children counts from zero.
         if not SerpQuery.objects.filter(pk=query_id, status=QueryStatus.SEARCHING).update(
@@ -76,7 +77,7 @@ def search_failed(query_id: int, error: BaseException) -> None:
     query = SerpQuery.objects.filter(pk=query_id).first()
     if query is None:
         return
-    with research_transaction(query.research_id):
+    with tree_transaction(query.research_id):
         changed = SerpQuery.objects.filter(pk=query_id, status__in=[QueryStatus.PENDING, QueryStatus.SEARCHING]).update(
             status=QueryStatus.FAILED, error=str(error)[:2000], finished_at=timezone.now()
         )

@@ -1,0 +1,111 @@
+"""Transactions that write a research's tree (queries, websites, pages, extracts) and touch its row only at the end.
+
+Every such transaction also changes the research row: the seqs of the events it records, token counts, dropped
+quotes, the count of queries still pending. Taking that row first would make all of one research's writes run
+one at a time (docs/performance.md, Finding 1). Instead, what a transaction does to the research row is tallied
+here and applied by one `UPDATE ... RETURNING` at its end, just before the commit, and the events are inserted
+with the seqs it returns: the row is locked for two statements, and seqs stay gap-free and in commit order.
+
+Lock order, in every transaction that takes more than one row lock: page → websites → queries → research, and
+rows of one kind in primary-key order. Tree transactions follow it by construction (the research row last).
+Cancel and fail (lifecycle.py) first change the research's status alone, then stop its unfinished websites and
+queries in that order; a tree transaction that reaches its end after the status changed finds it here and rolls
+back (ResearchStopped), so nothing lands in a research once it is over.
+"""
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from research import events
+from research.models import Research, ResearchStatus
+from workers.errors import ResearchStopped
+
+# A tree may change while its research runs; the report step changes no tree rows.
+WRITABLE = {ResearchStatus.RUNNING, ResearchStatus.REPORTING}
+
+
+@dataclass
+class Tally:
+    """What one tree transaction does to its research's row, applied at its end."""
+
+    research_id: str
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    quotes_dropped: int = 0
+    queries_finished: int = 0
+
+
+# The tree transactions each worker thread has open, innermost last.
+_open = threading.local()
+
+
+def open_tally(research_id: Any) -> Tally | None:
+    """The tally of the tree transaction this thread has open for the research, if any."""
+    stack = getattr(_open, "stack", None)
+    if stack and stack[-1].research_id == str(research_id):
+        return stack[-1]
+    return None
+
+
+@contextmanager
+def tree_transaction(research_id: Any) -> Iterator[Tally]:
+    """A transaction over one research's tree rows; the research row is updated once, at the end."""
+    with transaction.atomic():
+        with events.deferred(research_id) as recorded:
+            tally = Tally(str(research_id), recorded)
+            outer = getattr(_open, "stack", [])
+            _open.stack = [*outer, tally]
+            try:
+                yield tally
+            finally:
+                _open.stack = outer
+        _apply(tally)
+
+
+def _apply(tally: Tally) -> None:
+    if not (tally.events or tally.prompt_tokens or tally.completion_tokens or tally.quotes_dropped):
+        if not tally.queries_finished:
+            return  # nothing changed (a duplicate delivery, say): the research row is not touched at all
+    table = Research._meta.db_table
+    now = timezone.now()
+    finished = tally.queries_finished
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET last_event_seq = last_event_seq + %s, "
+            "prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s, "
+            "quotes_dropped = quotes_dropped + %s, pending_queries = pending_queries - %s, "
+            # The report's lease starts when the last query is counted off (the sweeper re-queues a lost one).
+            "claimed_at = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_at END "
+            "WHERE id = %s RETURNING last_event_seq, pending_queries, status",
+            [
+                len(tally.events),
+                tally.prompt_tokens,
+                tally.completion_tokens,
+                tally.quotes_dropped,
+                finished,
+                finished,
+                finished,
+                now,
+                Research._meta.pk.get_db_prep_value(tally.research_id, connection),
+            ],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Research.DoesNotExist(tally.research_id)
+    last_seq, pending, status = row
+    if status not in WRITABLE:
+        # Cancelled or failed (and its unfinished rows stopped) while this step ran: nothing of it may land.
+        raise ResearchStopped(f"research {tally.research_id} is {status}")
+    events.insert_deferred(tally.research_id, tally.events, last_seq)
+    if finished and pending == 0:
+        from workers import tasks  # tasks import the pipeline; the pipeline queues tasks only on commit
+
+        research_id = tally.research_id
+        transaction.on_commit(lambda: tasks.write_report_task.delay(research_id), robust=True)
