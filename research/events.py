@@ -69,6 +69,11 @@ def insert_deferred(research_id: Any, pending: list[tuple[str, dict[str, Any]]],
         Event(research_id=research_id, seq=first + index, type=event_type, data=data)
         for index, (event_type, data) in enumerate(pending)
     )
+    push_on_commit(research_id)
+
+
+def push_on_commit(research_id: Any) -> None:
+    """Queue the push of the research's new events for when the current transaction commits."""
     transaction.on_commit(lambda: _pusher.mark(str(research_id)))
 
 

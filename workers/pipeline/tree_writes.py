@@ -13,6 +13,7 @@ queries in that order; a tree transaction that reaches its end after the status 
 back (ResearchStopped), so nothing lands in a research once it is over.
 """
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from research import events
-from research.models import Research, ResearchStatus
+from research.models import Event, Research, ResearchStatus
 from workers.errors import ResearchStopped
 
 # A tree may change while its research runs; the report step changes no tree rows.
@@ -73,29 +74,35 @@ def _apply(tally: Tally) -> None:
     if not (tally.events or tally.prompt_tokens or tally.completion_tokens or tally.quotes_dropped):
         if not tally.queries_finished:
             return  # nothing changed (a duplicate delivery, say): the research row is not touched at all
-    table = Research._meta.db_table
     now = timezone.now()
     finished = tally.queries_finished
+    update = (
+        f"UPDATE {Research._meta.db_table} SET last_event_seq = last_event_seq + %s, "
+        "prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s, "
+        "quotes_dropped = quotes_dropped + %s, pending_queries = pending_queries - %s, "
+        # The report's lease starts when the last query is counted off (the sweeper re-queues a lost one).
+        "claimed_at = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_at END "
+        "WHERE id = %s RETURNING last_event_seq, pending_queries, status"
+    )
+    research_id = Research._meta.pk.get_db_prep_value(tally.research_id, connection)
+    counts = [tally.prompt_tokens, tally.completion_tokens, tally.quotes_dropped, finished, finished, finished, now]
+    params = [len(tally.events), *counts, research_id]
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET last_event_seq = last_event_seq + %s, "
-            "prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s, "
-            "quotes_dropped = quotes_dropped + %s, pending_queries = pending_queries - %s, "
-            # The report's lease starts when the last query is counted off (the sweeper re-queues a lost one).
-            "claimed_at = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_at END "
-            "WHERE id = %s RETURNING last_event_seq, pending_queries, status",
-            [
-                len(tally.events),
-                tally.prompt_tokens,
-                tally.completion_tokens,
-                tally.quotes_dropped,
-                finished,
-                finished,
-                finished,
-                now,
-                Research._meta.pk.get_db_prep_value(tally.research_id, connection),
-            ],
-        )
+        if tally.events and connection.vendor == "postgresql":
+            # One round trip while the row is locked: the seqs are taken and the events inserted in one statement.
+            event_table = Event._meta.db_table
+            cursor.execute(
+                f"WITH research AS ({update}) , added AS (INSERT INTO {event_table} "
+                "(research_id, seq, type, data, created_at) "
+                "SELECT %s, research.last_event_seq - %s + event.ordinality, event.value->>0, event.value->1, %s "
+                "FROM research, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS event) "
+                "SELECT last_event_seq, pending_queries, status FROM research",
+                [*params, research_id, len(tally.events), now, json.dumps(tally.events)],
+            )
+            inserted = True
+        else:
+            cursor.execute(update, params)
+            inserted = False
         row = cursor.fetchone()
     if row is None:
         raise Research.DoesNotExist(tally.research_id)
@@ -103,7 +110,10 @@ def _apply(tally: Tally) -> None:
     if status not in WRITABLE:
         # Cancelled or failed (and its unfinished rows stopped) while this step ran: nothing of it may land.
         raise ResearchStopped(f"research {tally.research_id} is {status}")
-    events.insert_deferred(tally.research_id, tally.events, last_seq)
+    if inserted:
+        events.push_on_commit(tally.research_id)
+    else:
+        events.insert_deferred(tally.research_id, tally.events, last_seq)
     if finished and pending == 0:
         from workers import tasks  # tasks import the pipeline; the pipeline queues tasks only on commit
 
