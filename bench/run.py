@@ -128,7 +128,7 @@ class Bench:
         for rep in range(self.args.reps):
             for breadth, depth in self.args.shapes:
                 if (breadth, depth) == (5, 5) and rep >= self.args.big_reps:
-                    continue  # the longest run: fewer repetitions keep a full bench near 20 minutes
+                    continue  # the longest run: fewer repetitions keep a full bench near 13 minutes
                 measured = self.engine_run(stack, owner, breadth, depth, self.latencies)
                 run = measured.run
                 self.engine_runs.setdefault((breadth, depth), []).append(measured)
