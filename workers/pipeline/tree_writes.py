@@ -4,7 +4,8 @@ Every such transaction also changes the research row: the seqs of the events it 
 quotes, the count of queries still pending. Taking that row first would make all of one research's writes run
 one at a time (docs/performance.md, Finding 1). Instead, what a transaction does to the research row is tallied
 here and applied by one `UPDATE ... RETURNING` at its end, just before the commit, and the events are inserted
-with the seqs it returns: the row is locked for two statements, and seqs stay gap-free and in commit order.
+with the seqs it returns, in the same statement on PostgreSQL: the row is locked from that statement to the
+commit, and seqs stay gap-free and in commit order. (SQLite, the embedded mode, has one writer at a time anyway.)
 
 Lock order, in every transaction that takes more than one row lock: page → websites → queries → research, and
 rows of one kind in primary-key order. Tree transactions follow it by construction (the research row last).
