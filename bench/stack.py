@@ -186,15 +186,12 @@ class Stack:
     # --- workers ---
 
     @contextmanager
-    def workers(
-        self, count: int, concurrency: int, name: str, module: str = "celery", env: dict[str, str] | None = None
-    ) -> Iterator[Any]:
-        """`count` Celery worker processes with `-P threads -c concurrency`, stopped on exit; `module` is what
-        `python -m` runs, `env` is added to their environment."""
-        from tests.processes import process_env
+    def workers(self, count: int, concurrency: int, name: str, env: dict[str, str] | None = None) -> Iterator[Any]:
+        """`count` Celery worker processes with `-P threads -c concurrency` (tests.processes.WorkerPool, as the
+        tests start them), stopped on exit; `env` is added to their environment."""
+        from tests.processes import WorkerPool, process_env
 
-        pool = _pool_class()(process_env(env or {}), count=count, concurrency=concurrency, name=name)
-        pool.module = module
+        pool = WorkerPool(process_env(env or {}), count=count, concurrency=concurrency, name=name)
         self._pools.append(pool)
         try:
             pool.start()
@@ -205,44 +202,6 @@ class Stack:
 
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis_url)
-
-
-def _pool_class() -> type:
-    """tests.processes.WorkerPool, started with `python -m <module>` instead of always `-m celery`."""
-    from tests.processes import ARTIFACTS, WorkerPool
-
-    class BenchWorkerPool(WorkerPool):
-        module = "celery"
-
-        def start(self, ping: bool = True) -> BenchWorkerPool:
-            ARTIFACTS.mkdir(exist_ok=True)
-            for index in range(self.count):
-                log = open(ARTIFACTS / f"worker-{self.name}{index}.log", "ab")  # noqa: SIM115 - closed with the process
-                command = [
-                    sys.executable,
-                    "-m",
-                    self.module,
-                    "-A",
-                    "researchsite",
-                    "worker",
-                    "-P",
-                    "threads",
-                    "-c",
-                    str(self.concurrency),
-                    "-n",
-                    f"{self.name}{index}-{os.getpid()}@%h",
-                    "-l",
-                    "WARNING",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                ]
-                self.processes.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log))
-            if ping:
-                self.wait_ready()
-            return self
-
-    return BenchWorkerPool
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
