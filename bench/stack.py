@@ -18,13 +18,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import redis
 
 from bench.latency import DelayedWeb, Latencies, apply
+from devtools.servers import WorkerPool, process_env
 from tests.fakes import FakeLLM, FakeSearx
 from tests.fakes.behaviours import ResearchModel
 
@@ -116,7 +116,7 @@ class Stack:
         self.database_url = _with_database(self.base_database_url, self.database_name)
         self.redis_url = ""
         self.fakes = Fakes()
-        self._pools: list[Any] = []
+        self._pools: list[WorkerPool] = []
         self._database_created = False
         self._closed = False
 
@@ -186,11 +186,11 @@ class Stack:
     # --- workers ---
 
     @contextmanager
-    def workers(self, count: int, concurrency: int, name: str, env: dict[str, str] | None = None) -> Iterator[Any]:
-        """`count` Celery worker processes with `-P threads -c concurrency` (tests.processes.WorkerPool, as the
+    def workers(
+        self, count: int, concurrency: int, name: str, env: dict[str, str] | None = None
+    ) -> Iterator[WorkerPool]:
+        """`count` Celery worker processes with `-P threads -c concurrency` (devtools.servers.WorkerPool, as the
         tests start them), stopped on exit; `env` is added to their environment."""
-        from tests.processes import WorkerPool, process_env
-
         pool = WorkerPool(process_env(env or {}), count=count, concurrency=concurrency, name=name)
         self._pools.append(pool)
         try:

@@ -10,9 +10,9 @@ from django.conf import settings
 from django.test import Client
 from django.test.utils import override_settings
 
+from devtools.servers import WorkerPool, process_env
 from tests.fakes import FakeLLM, FakeSearx, FakeWeb
 from tests.fakes.behaviours import ResearchModel
-from tests.processes import WorkerPool, process_env
 
 PASSWORD = "a-long-test-password-42"
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,13 +17,8 @@ from pathlib import Path
 import psycopg
 import redis
 
-from tests.processes import ARTIFACTS, ROOT, log_level
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from devtools.processes import ARTIFACTS, free_port, spawn, stop
+from devtools.servers import log_level
 
 
 class PrivateRedis:
@@ -123,35 +117,12 @@ class Beat:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Beat:
-        ARTIFACTS.mkdir(exist_ok=True)
-        log = open(ARTIFACTS / "beat.log", "ab")  # noqa: SIM115 - closed with the process
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "researchsite",
-                "beat",
-                "-l",
-                log_level(self.env),
-                "-s",
-                str(self.dir / "schedule"),
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=log,
-        )
+        command = [sys.executable, "-m", "celery", "-A", "researchsite", "beat", "-l", log_level(self.env)]
+        self.process = spawn([*command, "-s", str(self.dir / "schedule")], ARTIFACTS / "beat.log", self.env)
         return self
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        stop(self.process, timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -1,18 +1,16 @@
 """daphne restarted under a watching client: on reconnect it gets the full history and the current snapshot."""
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 import requests
 import websocket
 
+from devtools.servers import PLAIN_HTTP, DaphneServer, process_env
 from research.models import Event, Research
 from tests.conftest import PASSWORD, WORKER_ENV
 from tests.e2e import wait_finished
-from tests.processes import ARTIFACTS, PLAIN_HTTP, ROOT, DaphneServer, process_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -23,9 +21,7 @@ class FixedPortDaphne(DaphneServer):
     def restart(self) -> None:
         port = self.port
         self.stop()
-        log = open(ARTIFACTS / f"{self.name}.log", "ab")  # noqa: SIM115 - closed with the process
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "researchsite.asgi:application"]
-        self.port, self.process = port, subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log)
+        self.launch(port)
         assert self.wait_ready(), "daphne did not come back"
 
 

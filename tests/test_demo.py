@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from django.contrib.auth.hashers import check_password
 
-from tests.private_services import PrivateRedis, free_port
-from tests.processes import ROOT
+from devtools.processes import ROOT, free_port
+from tests.private_services import PrivateRedis
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import websocket
 
+from devtools.processes import ROOT
+from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool
 from tests.conftest import PASSWORD, WORKER_ENV
 from tests.private_services import Beat
-from tests.processes import PLAIN_HTTP, ROOT, DaphneServer, WorkerPool
 from tests.test_daphne_restart import login
 
 pytestmark = pytest.mark.slow

@@ -2,23 +2,16 @@
 task delivered again while it runs, and a report that fails on every try."""
 
 import time
-from collections.abc import Callable
 
 import pytest
 
+from devtools.processes import wait_until
 from research.models import Document, Event, Research, ResearchStatus, SerpQuery
 from research.planning import total_queries
 from tests.e2e import start_research, wait_finished
 from workers import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def status(research_id: str) -> str:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.private_services import free_port
-from tests.processes import ROOT
+from devtools.processes import ROOT, free_port
 
 SCRIPT = ROOT / "scripts" / "ensure-services.sh"
 

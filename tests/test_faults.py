@@ -3,11 +3,9 @@ rate-limiting model, hostile pages, leaked secrets. Each test runs its own worke
 private Redis, so restarting or flushing it disturbs nothing else."""
 
 import bisect
-import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -25,6 +23,8 @@ import yaml
 from django.conf import settings
 from django.utils import timezone
 
+from devtools.processes import ARTIFACTS, ROOT, free_port, stop_group, wait_until
+from devtools.servers import WorkerPool, celery_app_for, process_env
 from research.models import (
     Document,
     Event,
@@ -42,7 +42,6 @@ from tests.conftest import WORKER_ENV
 from tests.e2e import wait_finished
 from tests.fakes import Canary
 from tests.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
-from tests.processes import ARTIFACTS, ROOT, WorkerPool, celery_app_for, free_port, process_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -94,15 +93,6 @@ def stack(internet, transactional_db, research_model) -> Iterator[Stack]:  # noq
     built.redis.stop()
 
 
-def wait_until(predicate, timeout: float = 60, message: str = "condition") -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {message}")
-
-
 def assert_complete_and_exact(research_id: str, breadth: int, depth: int) -> None:
     research = Research.objects.get(pk=research_id)
     assert research.status == ResearchStatus.COMPLETED, research.error
@@ -120,6 +110,7 @@ def test_kill_9_worker_mid_research(stack, user, fake_llm, fake_searx) -> None: 
     research_id = stack.start(user, 3, 2)
     wait_until(
         lambda: Website.objects.filter(research_id=research_id, status="analyzing").count() >= 3,
+        timeout=60,
         message="analyses in flight",
     )
     active = stack.app.control.inspect(timeout=2).active() or {}
@@ -140,7 +131,7 @@ def test_kill_9_worker_mid_research(stack, user, fake_llm, fake_searx) -> None: 
 def test_redis_restart_mid_research(stack, user, fake_llm) -> None:  # noqa: ANN001
     fake_llm.delays["website_analysis"] = 0.3
     research_id = stack.start(user, 3, 2)
-    wait_until(lambda: Website.objects.filter(research_id=research_id).count() >= 7, message="websites")
+    wait_until(lambda: Website.objects.filter(research_id=research_id).count() >= 7, 60, "websites")
     # when Redis goes away with every queued and unacknowledged message in it, the research still running
     stack.redis.stop()
     assert Research.objects.get(pk=research_id).status == ResearchStatus.RUNNING
@@ -154,7 +145,7 @@ def test_redis_restart_mid_research(stack, user, fake_llm) -> None:  # noqa: ANN
 def test_queued_messages_deleted_mid_research(stack, user, fake_llm) -> None:  # noqa: ANN001
     fake_llm.delays["website_analysis"] = 0.3
     research_id = stack.start(user, 3, 2)
-    wait_until(lambda: Website.objects.filter(research_id=research_id).count() >= 7, message="websites")
+    wait_until(lambda: Website.objects.filter(research_id=research_id).count() >= 7, 60, "websites")
     client = redis.Redis.from_url(stack.redis.url)
     deleted = client.delete("celery", "unacked", "unacked_index")
     assert deleted >= 1
@@ -194,9 +185,7 @@ def test_postgres_restart_mid_research(internet, research_model, fake_llm) -> No
         def count(sql: str) -> int:
             return postgres.query(sql, research_id)[0][0]
 
-        wait_until(
-            lambda: count("select count(*) from research_website where research_id = %s") >= 7, message="websites"
-        )
+        wait_until(lambda: count("select count(*) from research_website where research_id = %s") >= 7, 60, "websites")
         # when PostgreSQL restarts under the workers, the research still running
         assert postgres.query("select status from research_research where id = %s", research_id)[0][0] == "running"
         postgres.restart()
@@ -402,30 +391,11 @@ def flower_env(**extra: str) -> dict[str, str]:
 
 
 def run_shell(script: str, env: dict[str, str], output: Any = subprocess.PIPE) -> subprocess.Popen[bytes]:
-    # A session of its own, so that stopping it stops flower too, whether or not sh exec'd it.
+    # A session of its own, so that stop_group stops flower too, whether or not sh exec'd it (flower outlived its
+    # shell once and kept running after the tests).
     return subprocess.Popen(
         ["sh", "-c", script], cwd=ROOT, env=env, stdout=output, stderr=output, start_new_session=True
     )
-
-
-def stop_group(process: subprocess.Popen[bytes]) -> None:
-    """Stop the shell and everything it started: flower outlived its shell once and kept running after the tests."""
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        process.poll()
-        try:
-            os.killpg(process.pid, 0)
-        except ProcessLookupError:
-            break  # the whole group is gone
-        time.sleep(0.1)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 @pytest.mark.parametrize("form", FLOWER_FORMS)

@@ -17,6 +17,8 @@ import redis
 from django.core.management import call_command
 from django.utils import timezone
 
+from devtools.processes import ARTIFACTS, ROOT
+from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool, celery_app_for, process_env
 from research.models import (
     CollectionDocument,
     Document,
@@ -31,7 +33,6 @@ from tests.collection_files import write_mixed_folder
 from tests.conftest import WORKER_ENV, settle
 from tests.e2e import wait_finished
 from tests.private_services import PrivateRedis
-from tests.processes import ARTIFACTS, PLAIN_HTTP, ROOT, DaphneServer, WorkerPool, celery_app_for, process_env
 from workers.pipeline.citations import cited_urls
 from workers.pipeline.followups import generate_followups
 from workers.pipeline.quotes import PageText, normalise

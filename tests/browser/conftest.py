@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Dialog, Page, sync_playwright
 
+from devtools.processes import ARTIFACTS
+from devtools.servers import DaphneServer, process_env
 from tests.conftest import PASSWORD, WORKER_ENV
-from tests.processes import ARTIFACTS, DaphneServer, process_env
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS = ARTIFACTS / "screenshots"

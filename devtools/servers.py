@@ -1,28 +1,42 @@
-"""Real processes for end-to-end tests: Celery workers (and later daphne) on this run's PostgreSQL and Redis."""
+"""The app's processes on a test or benchmark stack: Celery workers and daphne, on this process's database and
+Redis. Django and Celery are imported where they are used, so importing this module starts nothing."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
-from django.db import connection
+from devtools.processes import ARTIFACTS, free_port, spawn, stop
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
+if TYPE_CHECKING:
+    import subprocess
+
+# What a web process needs to serve plain HTTP on loopback (production settings insist on HTTPS).
+PLAIN_HTTP = {
+    "ALLOWED_HOSTS": "127.0.0.1,localhost",
+    "SECURE_SSL_REDIRECT": "false",
+    "SESSION_COOKIE_SECURE": "false",
+    "CSRF_COOKIE_SECURE": "false",
+    "SECURE_HSTS_SECONDS": "0",
+}
 
 
 def database_url() -> str:
-    """The URL of the test database this run created (pytest-django has renamed NAME by now)."""
+    """The URL of the database this process uses (in a test run, the test database pytest-django created)."""
+    from django.db import connection
+
     db = connection.settings_dict
     auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def process_env(extra: dict[str, str]) -> dict[str, str]:
+    """The environment of an app process on this process's database and Redis, with production settings, plus
+    `extra`."""
+    from django.conf import settings
+
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
     env.update(
         {
@@ -36,23 +50,13 @@ def process_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-# What a web process needs to serve plain HTTP on loopback (production settings insist on HTTPS).
-PLAIN_HTTP = {
-    "ALLOWED_HOSTS": "127.0.0.1,localhost",
-    "SECURE_SSL_REDIRECT": "false",
-    "SESSION_COOKIE_SECURE": "false",
-    "CSRF_COOKIE_SECURE": "false",
-    "SECURE_HSTS_SECONDS": "0",
-}
-
-
 def log_level(env: dict[str, str]) -> str:
     """Celery's `-l` for a process: its env's LOG_LEVEL (default WARNING), since `-l` overrides the level that
     settings.LOGGING reads from the same variable (the key-leak test must grep INFO logs, not WARNING ones)."""
     return (env.get("LOG_LEVEL") or "WARNING").upper()
 
 
-def celery_app_for(broker_url: str):  # noqa: ANN201 - a celery.Celery
+def celery_app_for(broker_url: str) -> Any:  # a celery.Celery
     """A Celery client bound to another broker (a private Redis), to send tasks and ping workers there."""
     from celery import Celery
 
@@ -60,7 +64,7 @@ def celery_app_for(broker_url: str):  # noqa: ANN201 - a celery.Celery
 
 
 class WorkerPool:
-    """N Celery worker processes (threads pool), started and stopped by the tests."""
+    """N Celery worker processes (threads pool), logging to test-artifacts/worker-<name><index>.log."""
 
     def __init__(self, env: dict[str, str], count: int = 2, concurrency: int = 8, name: str = "w") -> None:
         self.env, self.count, self.concurrency, self.name = env, count, concurrency, name
@@ -68,9 +72,7 @@ class WorkerPool:
 
     def start(self, ping: bool = True) -> WorkerPool:
         """Start the processes; with `ping`, wait until each answers (brokers without broadcast cannot ping)."""
-        ARTIFACTS.mkdir(exist_ok=True)
         for index in range(self.count):
-            log = open(ARTIFACTS / f"worker-{self.name}{index}.log", "ab")  # noqa: SIM115 - closed with the process
             command = [
                 sys.executable,
                 "-m",
@@ -90,12 +92,14 @@ class WorkerPool:
                 "--without-mingle",
                 "--without-heartbeat",
             ]
-            self.processes.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log))
+            self.processes.append(spawn(command, ARTIFACTS / f"worker-{self.name}{index}.log", self.env))
         if ping:
             self.wait_ready()
         return self
 
     def wait_ready(self, timeout: float = 60) -> None:
+        from django.conf import settings
+
         from researchsite.celery import app as default_app
 
         app = default_app
@@ -118,29 +122,13 @@ class WorkerPool:
         self.processes[index].wait()
 
     def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(*self.processes, timeout=15)
         self.processes = []
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class DaphneServer:
-    """daphne serving the app (HTTP, websockets, static files) on a free loopback port, as in production."""
+    """daphne serving the app (HTTP, websockets, static files) on a free loopback port, as in production; logs to
+    test-artifacts/<name>.log."""
 
     def __init__(self, env: dict[str, str], name: str = "daphne") -> None:
         self.env, self.name = env, name
@@ -152,17 +140,17 @@ class DaphneServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, attempts: int = 3) -> DaphneServer:
-        ARTIFACTS.mkdir(exist_ok=True)
         for _ in range(attempts):
-            self.port = free_port()
-            log = open(ARTIFACTS / f"{self.name}.log", "ab")  # noqa: SIM115 - closed with the process
-            command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
-            command.append("researchsite.asgi:application")
-            self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log)
+            self.launch(free_port())
             if self.wait_ready():
                 return self
             self.stop()  # most likely the port was taken in between: try another
         raise RuntimeError(f"daphne did not start; see test-artifacts/{self.name}.log")
+
+    def launch(self, port: int) -> None:
+        """Start daphne on `port` without waiting for it (`wait_ready` does)."""
+        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "researchsite.asgi:application"]
+        self.port, self.process = port, spawn(command, ARTIFACTS / f"{self.name}.log", self.env)
 
     def wait_ready(self, timeout: float = 60) -> bool:
         import urllib.error
@@ -183,11 +171,4 @@ class DaphneServer:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout=15)
