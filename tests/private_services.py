@@ -47,12 +47,6 @@ class PrivateRedis:
             self.process.kill()
             self.process.wait()
 
-    def restart(self, down_seconds: float = 1.0) -> None:
-        """Kill it (losing everything in it, as --save '' keeps nothing) and start it again on the same port."""
-        self.stop()
-        time.sleep(down_seconds)
-        self.start()
-
 
 class PrivatePostgres:
     """A throwaway cluster (initdb as the postgres user) on a free port, with trust auth on loopback."""
