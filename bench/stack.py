@@ -24,6 +24,7 @@ import psycopg
 import redis
 
 from bench.latency import DelayedWeb, Latencies, apply
+from devtools.runs import claim_redis_db
 from devtools.servers import WorkerPool, process_env
 from tests.fakes import FakeLLM, FakeSearx
 from tests.fakes.behaviours import ResearchModel
@@ -33,8 +34,6 @@ log = logging.getLogger("bench")
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/deepresearch"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-# The key test runs claim a Redis db with (tests/settings.py): using the same key keeps benches and tests apart.
-CLAIM_KEY = "deepresearch:test-run"
 
 WORKER_ENV = {
     "LOG_LEVEL": "WARNING",
@@ -93,19 +92,6 @@ def _with_database(url: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
-def claim_redis_db(base_url: str, run_id: str) -> str:
-    """A free Redis db number (1-15), claimed with SET NX exactly as test runs claim theirs."""
-    base = base_url.rsplit("/", 1)[0]
-    for db in range(1, 16):
-        candidate = f"{base}/{db}"
-        conn = redis.Redis.from_url(candidate)
-        if conn.set(CLAIM_KEY, f"bench-{run_id}", nx=True, ex=3 * 3600):
-            conn.flushdb()
-            conn.set(CLAIM_KEY, f"bench-{run_id}", ex=3 * 3600)
-            return candidate
-    raise RuntimeError("no free Redis db (1-15) for the benchmark")
-
-
 class Stack:
     """Database, Redis db and fakes for one benchmark run; `with Stack() as stack:` sets Django up on them."""
 
@@ -137,7 +123,8 @@ class Stack:
         self.close()
 
     def _open(self) -> None:
-        self.redis_url = claim_redis_db(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL), self.run_id)
+        # Claimed as test runs claim theirs, which keeps benches and tests apart.
+        self.redis_url = claim_redis_db(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL), f"bench-{self.run_id}")
         with psycopg.connect(_with_database(self.base_database_url, "postgres"), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.database_name}"')
         self._database_created = True

@@ -13,6 +13,7 @@ from django.test.utils import override_settings
 from devtools.servers import WorkerPool, process_env
 from tests.fakes import FakeLLM, FakeSearx, FakeWeb
 from tests.fakes.behaviours import ResearchModel
+from tests.support.testrun import release_test_run
 
 PASSWORD = "a-long-test-password-42"
 
@@ -117,12 +118,8 @@ def stranger(other_user) -> Client:  # noqa: ANN001
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Give this run's Redis db back (the claim key goes with it)."""
-    if not settings.configured:
-        return
-    try:
-        redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    except redis.RedisError:
-        pass
+    if settings.configured:
+        release_test_run(settings.REDIS_URL)
 
 
 # --- The real stack: worker processes against this run's database and Redis --------------------------------

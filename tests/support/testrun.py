@@ -1,0 +1,49 @@
+"""What makes a test run its own: environment defaults for the settings, and a Redis db no other run uses.
+
+tests/settings.py calls `claim_test_run()` before it reads the production settings. The run id and the Redis db go
+into the environment, so the worker and daphne processes the tests start (and a second settings import in this
+process) inherit them instead of claiming again.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from devtools.runs import claim_redis_db
+
+# Read by researchsite/settings.py; a variable set already (by CI or a developer) wins.
+ENV_DEFAULTS = {
+    "SECRET_KEY": "test-secret-key-" + "k" * 40,
+    "SECURE_SSL_REDIRECT": "false",
+    "SESSION_COOKIE_SECURE": "false",
+    "CSRF_COOKIE_SECURE": "false",
+    "OPENAI_API_KEY": "sk-test-never-a-real-key",
+    "LOG_LEVEL": "WARNING",
+    # Tests wait for pushes to settle; a shorter gathering window than the production 1 s keeps them quick.
+    "PUSH_INTERVAL": "0.25",
+}
+RUN_VARIABLE = "DEEPRESEARCH_TEST_RUN"
+
+
+def claim_test_run() -> str:
+    """Set the environment defaults, claim a free Redis db (1-15) for this run unless the environment names the
+    run already, and return the run id (which also names the test database)."""
+    for key, value in ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    run_id = os.environ.get(RUN_VARIABLE)
+    if not run_id:
+        run_id = uuid.uuid4().hex[:10]
+        os.environ["REDIS_URL"] = claim_redis_db(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), run_id)
+        os.environ[RUN_VARIABLE] = run_id
+    return run_id
+
+
+def release_test_run(redis_url: str) -> None:
+    """Give this run's Redis db back: empty it, the claim key with the rest."""
+    import redis
+
+    try:
+        redis.Redis.from_url(redis_url).flushdb()
+    except redis.RedisError:
+        pass
