@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from urllib.parse import urlparse, urlunparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from devtools.processes import free_port, spawn, stop, wait_until  # noqa: E402 - the standard library only
 from scripts.build_demo_collection import DEMO_PROMPT as PROMPT  # noqa: E402 - the question its documents answer
 
 PY = sys.executable
@@ -62,16 +62,6 @@ def postgres_ready(url: str) -> bool:
         return True
     except psycopg.Error:
         return False
-
-
-def free_port(preferred: int) -> int:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", preferred))
-            return preferred
-        except OSError:
-            sock.bind(("127.0.0.1", 0))
-            return sock.getsockname()[1]
 
 
 def with_path(url: str, path: str) -> str:
@@ -164,8 +154,7 @@ class Processes:
         self.running: list[tuple[str, subprocess.Popen[bytes]]] = []
 
     def start(self, name: str, command: list[str], env: dict[str, str]) -> None:
-        log = open(self.var / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.running.append((name, subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)))
+        self.running.append((name, spawn(command, self.var / f"{name}.log", env)))
 
     def check(self) -> None:
         for name, process in self.running:
@@ -173,28 +162,24 @@ class Processes:
                 raise SystemExit(f"{name} exited with code {process.returncode}; see {self.var / (name + '.log')}")
 
     def stop(self) -> None:
-        for _, process in self.running:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for _, process in self.running:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop(*(process for _, process in self.running), timeout=20)
 
 
 def wait_http(url: str, processes: Processes, timeout: float = 60) -> None:
     import urllib.request
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answers() -> bool:
         processes.check()
         try:
             with urllib.request.urlopen(url, timeout=2):
-                return
+                return True
         except OSError:
-            time.sleep(0.3)
-    raise SystemExit(f"{url} did not answer in {timeout}s")
+            return False
+
+    try:
+        wait_until(answers, timeout, message=url, interval=0.3)
+    except TimeoutError:
+        raise SystemExit(f"{url} did not answer in {timeout}s") from None
 
 
 def start_through_the_api(base: str, password: str, prompt: str, breadth: int, depth: int) -> str:
