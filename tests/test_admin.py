@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group
 from django.utils.timezone import now
 
 from research.models import CollectionDocument, Event, Page, Research
-from tests.factories import build_tree
+from tests.support.factories import build_tree
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.test.utils import override_settings
 
 from research import collection
 from research.models import CollectionDocument
-from tests.collection_files import PDF_LINES, PDF_TITLE, make_pdf, write_mixed_folder
+from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf, write_mixed_folder
 from workers.clients import local_documents
 from workers.clients import search as search_client
 

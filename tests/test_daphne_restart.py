@@ -10,7 +10,7 @@ import websocket
 from devtools.servers import PLAIN_HTTP, DaphneServer, process_env
 from research.models import Event, Research
 from tests.conftest import PASSWORD, WORKER_ENV
-from tests.e2e import wait_finished
+from tests.support.e2e import wait_finished
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

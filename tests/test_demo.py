@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth.hashers import check_password
 
 from devtools.processes import ROOT, free_port
-from tests.private_services import PrivateRedis
+from tests.support.private_services import PrivateRedis
 
 pytestmark = pytest.mark.slow
 

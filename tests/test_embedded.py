@@ -15,7 +15,7 @@ import websocket
 from devtools.processes import ROOT
 from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool
 from tests.conftest import PASSWORD, WORKER_ENV
-from tests.private_services import Beat
+from tests.support.private_services import Beat
 from tests.test_daphne_restart import login
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from research.models import (
     WebsiteStatus,
 )
 from research.planning import level_breadth
-from tests.e2e import start_research, wait_finished
+from tests.support.e2e import start_research, wait_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -3,9 +3,9 @@
 import pytest
 
 from research.models import Document, Extract, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from tests.e2e import start_research, wait_finished
 from tests.fakes import Canary
 from tests.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
+from tests.support.e2e import start_research, wait_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,7 @@ import pytest
 from devtools.processes import wait_until
 from research.models import Document, Event, Research, ResearchStatus, SerpQuery
 from research.planning import total_queries
-from tests.e2e import start_research, wait_finished
+from tests.support.e2e import start_research, wait_finished
 from workers import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)

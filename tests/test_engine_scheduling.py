@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from research.models import Document, Event, Research, ResearchStatus, SerpQuery, Website
 from research.planning import total_queries
-from tests.e2e import start_research, wait_finished
+from tests.support.e2e import start_research, wait_finished
 from workers import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)

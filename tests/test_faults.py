@@ -39,9 +39,9 @@ from research.models import (
 from research.planning import total_queries
 from research.snapshot import build_snapshot
 from tests.conftest import WORKER_ENV
-from tests.e2e import wait_finished
 from tests.fakes import Canary
-from tests.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
+from tests.support.e2e import wait_finished
+from tests.support.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -29,10 +29,10 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from tests.collection_files import write_mixed_folder
 from tests.conftest import WORKER_ENV, settle
-from tests.e2e import wait_finished
-from tests.private_services import PrivateRedis
+from tests.support.collection_files import write_mixed_folder
+from tests.support.e2e import wait_finished
+from tests.support.private_services import PrivateRedis
 from workers.pipeline.citations import cited_urls
 from workers.pipeline.followups import generate_followups
 from workers.pipeline.quotes import PageText, normalise

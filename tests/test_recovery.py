@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from research.models import Document, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from tests.factories import running_research
+from tests.support.factories import running_research
 from workers.pipeline.lifecycle import start_research
 from workers.pipeline.recovery import sweep
 

@@ -9,9 +9,9 @@ from django.test.utils import CaptureQueriesContext
 
 from research.models import QueryStatus, Research, ResearchStatus, Website, WebsiteStatus
 from research.snapshot import build_snapshot
-from tests.factories import build_tree
-from tests.snapshot_schema import SCHEMA
-from tests.snapshot_schema import validate_snapshot as validate
+from tests.support.factories import build_tree
+from tests.support.snapshot_schema import SCHEMA
+from tests.support.snapshot_schema import validate_snapshot as validate
 
 pytestmark = pytest.mark.django_db
 

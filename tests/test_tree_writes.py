@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from research.events import record_event
 from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from tests.factories import running_research
+from tests.support.factories import running_research
 from workers.errors import ResearchStopped
 from workers.pipeline import lifecycle, progress
 from workers.pipeline.recovery import sweep

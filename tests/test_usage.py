@@ -15,7 +15,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from tests.factories import running_research
+from tests.support.factories import running_research
 from workers.agents.query_generator import PlannedQuery
 from workers.agents.website_analyzer import Finding
 from workers.pipeline.analyze import analyze_website

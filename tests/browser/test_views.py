@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from research.events import record_event
 from research.models import FollowUpQuestion, Research, ResearchStatus
 from tests.browser.conftest import PHONE, screenshot, sign_in
-from tests.browser.seed import seed_research
+from tests.support.seed import seed_research
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

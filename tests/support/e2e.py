@@ -7,7 +7,7 @@ import time
 
 from research.models import FINISHED_STATUSES, Research
 from research.snapshot import build_snapshot
-from tests.snapshot_schema import validate_snapshot
+from tests.support.snapshot_schema import validate_snapshot
 
 
 def start_research(api, breadth: int, depth: int, prompt: str = "How do heat pumps perform in cold climates?") -> str:  # noqa: ANN001

@@ -7,7 +7,7 @@ from typing import Any
 
 import jsonschema
 
-SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "research/schemas/snapshot.v1.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "research/schemas/snapshot.v1.json").read_text())
 
 # jsonschema checks "date-time" only with an optional package installed; check it here rather than silently not.
 FORMATS = jsonschema.FormatChecker()
