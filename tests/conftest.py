@@ -1,6 +1,5 @@
 """Fixtures: users and API clients, the loopback fakes, and the real Redis of this run."""
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,9 +12,9 @@ from django.test.utils import override_settings
 from devtools.servers import WorkerPool, process_env
 from tests.fakes import FakeLLM, FakeSearx, FakeWeb
 from tests.fakes.behaviours import ResearchModel
+from tests.support.e2e import WORKER_ENV, settle
+from tests.support.logins import PASSWORD
 from tests.support.testrun import release_test_run
-
-PASSWORD = "a-long-test-password-42"
 
 
 @pytest.fixture(scope="session")
@@ -87,11 +86,6 @@ def published(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return names
 
 
-def queued_messages(conn: redis.Redis) -> int:
-    """Messages waiting in the Celery queues of this run's Redis db."""
-    return sum(conn.llen(key) for key in conn.scan_iter("celery*") if conn.type(key) == b"list")
-
-
 @pytest.fixture
 def user(django_user_model):  # noqa: ANN001, ANN201
     return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)
@@ -124,21 +118,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 # --- The real stack: worker processes against this run's database and Redis --------------------------------
 
-WORKER_ENV = {
-    "SECRET_KEY": "test-secret-key-" + "k" * 40,
-    "LOG_LEVEL": "WARNING",
-    "SCRAPE_DEADLINE": "3",
-    "LLM_TIMEOUT": "10",
-    "LLM_MAX_RETRIES": "3",
-    "SEARCH_MAX_RETRIES": "1",
-    "TASK_MAX_RETRIES": "1",
-    # The limiter stays in the path but does not throttle: the fake web is one host standing in for many, and
-    # tests/test_faults.py tests the limits themselves.
-    "LLM_RATE_LIMIT": "500",
-    "SEARCH_RATE_LIMIT": "500",
-    "SCRAPE_PER_HOST_CONCURRENCY": "32",
-}
-
 
 @pytest.fixture(scope="session")
 def worker_pool(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iterator[WorkerPool]:  # noqa: ANN001
@@ -155,24 +134,6 @@ def workers(worker_pool: WorkerPool, transactional_db: None, redis_conn: redis.R
     (a worker still reading while Django truncates the tables deadlocks the truncation)."""
     yield worker_pool
     settle(redis_conn)
-
-
-def settle(conn: redis.Redis, timeout: float = 30) -> None:
-    """Wait until no task is queued or running and every research's events have been pushed."""
-    from research.models import Research
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        busy = queued_messages(conn) or conn.hlen("unacked")
-        behind = [
-            r
-            for r, seq in Research.objects.values_list("pk", "last_event_seq")
-            if seq and int(conn.get(f"push-seq:{r}") or 0) < seq
-        ]
-        if not busy and not behind:
-            break
-        time.sleep(0.1)
-    time.sleep(2 * settings.PUSH_INTERVAL + 0.2)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from research.models import Research
-from tests.conftest import PASSWORD
+from tests.support.logins import PASSWORD
 
 pytestmark = pytest.mark.django_db
 

@@ -4,13 +4,12 @@ import json
 import time
 
 import pytest
-import requests
 import websocket
 
 from devtools.servers import PLAIN_HTTP, DaphneServer, process_env
 from research.models import Event, Research
-from tests.conftest import PASSWORD, WORKER_ENV
-from tests.support.e2e import wait_finished
+from tests.support.e2e import WORKER_ENV, wait_finished
+from tests.support.logins import login, research_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -23,28 +22,6 @@ class FixedPortDaphne(DaphneServer):
         self.stop()
         self.launch(port)
         assert self.wait_ready(), "daphne did not come back"
-
-
-def login(base: str, username: str) -> requests.Session:
-    session = requests.Session()
-    session.get(f"{base}/accounts/login/", timeout=10)
-    response = session.post(
-        f"{base}/accounts/login/",
-        data={"username": username, "password": PASSWORD, "csrfmiddlewaretoken": session.cookies["csrftoken"]},
-        headers={"Referer": f"{base}/accounts/login/"},
-        timeout=10,
-    )
-    assert response.status_code == 200 and "sessionid" in session.cookies, response.status_code
-    return session
-
-
-def connect(server: DaphneServer, session: requests.Session, research_id: str) -> websocket.WebSocket:
-    return websocket.create_connection(
-        f"ws://127.0.0.1:{server.port}/ws/research/{research_id}/",
-        cookie=f"sessionid={session.cookies['sessionid']}",
-        origin=server.url,
-        timeout=20,
-    )
 
 
 def test_reconnect_after_daphne_restart_gets_full_history(internet, workers, research_model, user, fake_llm) -> None:  # noqa: ANN001
@@ -62,7 +39,7 @@ def test_reconnect_after_daphne_restart_gets_full_history(internet, workers, res
         )
         assert response.status_code == 202, response.text
         research_id = response.json()["research_id"]
-        socket = connect(server, session, research_id)
+        socket = research_socket(server.url, session, research_id)
         first = json.loads(socket.recv())
         assert first["type"] == "history"
         # when daphne restarts mid-research
@@ -73,7 +50,7 @@ def test_reconnect_after_daphne_restart_gets_full_history(internet, workers, res
             for _ in range(1000):
                 socket.recv()
         # then a reconnecting client gets every event so far, gap-free, and the snapshot that goes with them
-        socket = connect(server, session, research_id)
+        socket = research_socket(server.url, session, research_id)
         history = json.loads(socket.recv())
         seqs = [event["seq"] for event in history["events"]]
         assert history["type"] == "history" and seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= 10

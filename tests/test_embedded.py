@@ -10,13 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-import websocket
 
 from devtools.processes import ROOT
 from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool
-from tests.conftest import PASSWORD, WORKER_ENV
+from tests.support.e2e import WORKER_ENV
+from tests.support.logins import PASSWORD, login, research_socket
 from tests.support.private_services import Beat
-from tests.test_daphne_restart import login
 
 pytestmark = pytest.mark.slow
 
@@ -69,12 +68,7 @@ def test_research_runs_on_embedded_defaults(tmp_path, internet, research_model) 
         )
         assert response.status_code == 202, response.text
         research_id = response.json()["research_id"]
-        socket = websocket.create_connection(
-            f"ws://127.0.0.1:{server.port}/ws/research/{research_id}/",
-            cookie=f"sessionid={session.cookies['sessionid']}",
-            origin=server.url,
-            timeout=30,
-        )
+        socket = research_socket(server.url, session, research_id, timeout=30)
         seen = [e["seq"] for e in json.loads(socket.recv())["events"]]
         database = sqlite3.connect(tmp_path / "db.sqlite3")
         deadline = time.monotonic() + 180

@@ -38,9 +38,8 @@ from research.models import (
 )
 from research.planning import total_queries
 from research.snapshot import build_snapshot
-from tests.conftest import WORKER_ENV
 from tests.fakes import Canary
-from tests.support.e2e import wait_finished
+from tests.support.e2e import WORKER_ENV, wait_finished
 from tests.support.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -29,9 +29,8 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from tests.conftest import WORKER_ENV, settle
 from tests.support.collection_files import write_mixed_folder
-from tests.support.e2e import wait_finished
+from tests.support.e2e import WORKER_ENV, settle, wait_finished
 from tests.support.private_services import PrivateRedis
 from workers.pipeline.citations import cited_urls
 from workers.pipeline.followups import generate_followups

@@ -5,8 +5,6 @@ never downloads a browser here.
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -15,16 +13,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Dialog, Page, sync_playwright
 
-from devtools.processes import ARTIFACTS
 from devtools.servers import DaphneServer, process_env
-from tests.conftest import PASSWORD, WORKER_ENV
+from tests.support.browser import CHROMIUM, DESKTOP, FAILURES, SCREENSHOTS, save_failure
+from tests.support.e2e import WORKER_ENV
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-SCREENSHOTS = ARTIFACTS / "screenshots"
-FAILURES = ARTIFACTS / "browser-failures"
 FAILED = pytest.StashKey[bool]()  # set on a test item whose call phase failed
-DESKTOP = {"width": 1400, "height": 900}
-PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -137,39 +130,3 @@ def open_page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Call
         save_failure(request.node.name, [page for context in contexts for page in context.pages])
     for context in contexts:
         context.close()
-
-
-def save_failure(test_name: str, pages: list[Page]) -> None:
-    FAILURES.mkdir(parents=True, exist_ok=True)
-    stem = re.sub(r"[^\w.-]+", "_", test_name)
-    urls = []
-    for index, page in enumerate(pages):
-        path = FAILURES / f"{stem}-{index}.png"
-        try:
-            page.screenshot(path=path, full_page=True, timeout=10_000)
-        except Exception as error:  # noqa: BLE001 - a page that cannot be shot must not hide the test's own failure
-            path = f"(no screenshot: {error})"
-        urls.append(f"{index}: {page.url} {path}")
-    (FAILURES / f"{stem}.txt").write_text("\n".join(urls) + "\n")
-
-
-def sign_in(page: Page, base_url: str, username: str, path: str = "/") -> None:
-    """Through the real login form, landing on `path`."""
-    page.goto(base_url + path)
-    page.wait_for_url("**/accounts/login/**")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    # The page's own scripts and sockets are the tests' business: waiting for the full "load" of a busy second
-    # context timed out now and then on a loaded machine.
-    page.wait_for_url(base_url + path, wait_until="domcontentloaded", timeout=60_000)
-
-
-def screenshot(target: Page, name: str, selector: str | None = None) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    if selector:
-        target.locator(selector).screenshot(path=path, animations="disabled")
-    else:
-        target.screenshot(path=path, animations="disabled")
-    return path

@@ -9,9 +9,10 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from research.models import Event, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from tests.browser.conftest import screenshot, sign_in
 from tests.fakes.behaviours import REPORT_TITLE
 from tests.fakes.searx import query_slug
+from tests.support.browser import screenshot
+from tests.support.logins import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,8 @@ from playwright.sync_api import expect
 
 from research.events import record_event
 from research.models import FollowUpQuestion, Research, ResearchStatus
-from tests.browser.conftest import PHONE, screenshot, sign_in
+from tests.support.browser import PHONE, screenshot
+from tests.support.logins import sign_in
 from tests.support.seed import seed_research
 
 pytestmark = pytest.mark.django_db(transaction=True)

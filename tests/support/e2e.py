@@ -1,13 +1,35 @@
-"""Helpers for end-to-end tests: start a research through the API and wait for the workers to finish it."""
+"""Helpers for end-to-end tests: the worker processes' environment, starting a research through the API, waiting
+for the workers to finish it, and for the stack to settle before the tables are flushed."""
 
 from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
+
+from django.conf import settings
 
 from research.models import FINISHED_STATUSES, Research
 from research.snapshot import build_snapshot
 from tests.support.snapshot_schema import validate_snapshot
+
+if TYPE_CHECKING:
+    import redis
+
+WORKER_ENV = {
+    "SECRET_KEY": "test-secret-key-" + "k" * 40,
+    "LOG_LEVEL": "WARNING",
+    "SCRAPE_DEADLINE": "3",
+    "LLM_TIMEOUT": "10",
+    "LLM_MAX_RETRIES": "3",
+    "SEARCH_MAX_RETRIES": "1",
+    "TASK_MAX_RETRIES": "1",
+    # The limiter stays in the path but does not throttle: the fake web is one host standing in for many, and
+    # tests/test_faults.py tests the limits themselves.
+    "LLM_RATE_LIMIT": "500",
+    "SEARCH_RATE_LIMIT": "500",
+    "SCRAPE_PER_HOST_CONCURRENCY": "32",
+}
 
 
 def start_research(api, breadth: int, depth: int, prompt: str = "How do heat pumps perform in cold climates?") -> str:  # noqa: ANN001
@@ -38,3 +60,24 @@ def wait_finished(research_id: str, timeout: float = 120) -> Research:
         time.sleep(0.1)
     research = Research.objects.get(pk=research_id)
     raise AssertionError(f"research still {research.status} after {timeout}s (pending={research.pending_queries})")
+
+
+def queued_messages(conn: redis.Redis) -> int:
+    """Messages waiting in the Celery queues of this run's Redis db."""
+    return sum(conn.llen(key) for key in conn.scan_iter("celery*") if conn.type(key) == b"list")
+
+
+def settle(conn: redis.Redis, timeout: float = 30) -> None:
+    """Wait until no task is queued or running and every research's events have been pushed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = queued_messages(conn) or conn.hlen("unacked")
+        behind = [
+            r
+            for r, seq in Research.objects.values_list("pk", "last_event_seq")
+            if seq and int(conn.get(f"push-seq:{r}") or 0) < seq
+        ]
+        if not busy and not behind:
+            break
+        time.sleep(0.1)
+    time.sleep(2 * settings.PUSH_INTERVAL + 0.2)

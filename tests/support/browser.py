@@ -1,0 +1,44 @@
+"""For the browser tests: where Chromium is, the viewports, and screenshots (on request, and of failed tests)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from devtools.processes import ARTIFACTS
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+SCREENSHOTS = ARTIFACTS / "screenshots"
+FAILURES = ARTIFACTS / "browser-failures"
+DESKTOP = {"width": 1400, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+def screenshot(target: Page, name: str, selector: str | None = None) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    if selector:
+        target.locator(selector).screenshot(path=path, animations="disabled")
+    else:
+        target.screenshot(path=path, animations="disabled")
+    return path
+
+
+def save_failure(test_name: str, pages: list[Page]) -> None:
+    """A screenshot and the URL of every page a failed test left open, under test-artifacts/browser-failures/."""
+    FAILURES.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^\w.-]+", "_", test_name)
+    urls = []
+    for index, page in enumerate(pages):
+        path = FAILURES / f"{stem}-{index}.png"
+        try:
+            page.screenshot(path=path, full_page=True, timeout=10_000)
+        except Exception as error:  # noqa: BLE001 - a page that cannot be shot must not hide the test's own failure
+            path = f"(no screenshot: {error})"
+        urls.append(f"{index}: {page.url} {path}")
+    (FAILURES / f"{stem}.txt").write_text("\n".join(urls) + "\n")
