@@ -8,13 +8,12 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Dialog, Page, sync_playwright
 
 from devtools.servers import DaphneServer, process_env
-from tests.support.browser import CHROMIUM, DESKTOP, FAILURES, SCREENSHOTS, save_failure
+from tests.support.browser import DESKTOP, FAILURES, SCREENSHOTS, chromium, save_failure
 from tests.support.e2e import WORKER_ENV
 
 FAILED = pytest.StashKey[bool]()  # set on a test item whose call phase failed
@@ -62,14 +61,15 @@ def daphne(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iter
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/ensure-browser.sh` (apt-get install chromium)")
+    executable = chromium()
+    if not executable.exists():
+        pytest.fail(f"{executable} is missing: run `bash scripts/ensure-browser.sh` (apt-get install chromium)")
     # Playwright's sync API keeps an event loop marked as running on this thread while it is open, which Django
     # takes for an async context; the ORM calls of these tests are plain sync code, so say so for this module only.
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         with sync_playwright() as playwright:
-            launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+            launched = playwright.chromium.launch(executable_path=executable, headless=True)
             yield launched
             launched.close()
 

@@ -12,11 +12,15 @@ from devtools.processes import ARTIFACTS
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS = ARTIFACTS / "screenshots"
 FAILURES = ARTIFACTS / "browser-failures"
 DESKTOP = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
+
+
+def chromium() -> Path:
+    """Debian's Chromium (scripts/ensure-browser.sh installs it), or the one CHROMIUM names."""
+    return Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 
 
 def screenshot(target: Page, name: str, selector: str | None = None) -> Path:

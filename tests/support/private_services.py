@@ -48,10 +48,13 @@ class PrivateRedis:
             self.process.wait()
 
 
+def postgres_bin() -> Path:
+    """The bin folder of the newest PostgreSQL installed from Debian's packages (initdb, pg_ctl)."""
+    return Path("/usr/lib/postgresql") / sorted(os.listdir("/usr/lib/postgresql"))[-1] / "bin"
+
+
 class PrivatePostgres:
     """A throwaway cluster (initdb as the postgres user) on a free port, with trust auth on loopback."""
-
-    BIN = Path("/usr/lib/postgresql") / sorted(os.listdir("/usr/lib/postgresql"))[-1] / "bin"
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -66,7 +69,7 @@ class PrivatePostgres:
     def start(self) -> PrivatePostgres:
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres")
-        self._as_postgres(str(self.BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
+        self._as_postgres(str(postgres_bin() / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
         self._pg_ctl("start")
         with psycopg.connect(f"postgres://postgres@127.0.0.1:{self.port}/postgres", autocommit=True) as conn:
             conn.execute("CREATE DATABASE deepresearch")
@@ -75,7 +78,7 @@ class PrivatePostgres:
     def _pg_ctl(self, action: str, *extra: str) -> None:
         options = f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.dir}"
         self._as_postgres(
-            str(self.BIN / "pg_ctl"),
+            str(postgres_bin() / "pg_ctl"),
             "-D",
             str(self.data),
             "-o",
