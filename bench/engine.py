@@ -6,12 +6,12 @@ from this machine's clock (the workers stamp rows with `timezone.now()`), so pol
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from bench.latency import Latencies
+from devtools.processes import wait_until
 
 
 @dataclass
@@ -75,13 +75,10 @@ def start(research_id: str) -> datetime:
 def wait(research_id: str, timeout: float) -> None:
     from research.models import FINISHED_STATUSES, Research
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = Research.objects.filter(pk=research_id).values_list("status", flat=True).first()
-        if status in FINISHED_STATUSES:
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"research {research_id} did not finish in {timeout:.0f} s")
+    def finished() -> bool:
+        return Research.objects.filter(pk=research_id).values_list("status", flat=True).first() in FINISHED_STATUSES
+
+    wait_until(finished, timeout, message=f"research {research_id} to finish", interval=0.2)
 
 
 def run_research(owner: Any, breadth: int, depth: int, latencies: Latencies, timeout: float = 900) -> EngineRun:
