@@ -4,8 +4,9 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=researchsite.settings
 WORKDIR /app
 
-COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
+# The runtime only: the test, lint and benchmark tools (requirements/dev.txt) stay out of the image.
+COPY requirements/ requirements/
+RUN pip install --no-cache-dir -r requirements/base.txt
 
 COPY . .
 RUN SECRET_KEY=build-only DEBUG=false python manage.py collectstatic --noinput

@@ -2,20 +2,29 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.requirements.stamp
+BASE_STAMP := $(VENV)/.requirements-base.stamp
+DEV_STAMP := $(VENV)/.requirements-dev.stamp
 
-.PHONY: demo test lint format venv services browser migrate run worker beat flower bench clean
+.PHONY: demo test lint format venv dev services browser migrate run worker beat flower bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall only when requirements.txt changed since the last install.
-$(STAMP): requirements.txt | $(PY)
+# Reinstall only when a requirements file changed since the last install. `venv`: the runtime
+# (requirements/base.txt), enough for the app and `make demo`; `dev`: that plus the test, lint and benchmark tools
+# (requirements/dev.txt, which includes base.txt), for `make test`, `make lint` and `make bench`.
+$(BASE_STAMP): requirements/base.txt | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	cp requirements.txt $(STAMP)
+	$(PY) -m pip install --quiet -r requirements/base.txt
+	touch $@
 
-venv: $(STAMP)
+$(DEV_STAMP): $(BASE_STAMP) requirements.txt $(wildcard requirements/*.txt)
+	$(PY) -m pip install --quiet -r requirements/dev.txt
+	touch $@
+
+venv: $(BASE_STAMP)
+
+dev: $(DEV_STAMP)
 
 services: venv
 	PY=$(PY) bash scripts/ensure-services.sh
@@ -24,11 +33,11 @@ services: venv
 browser:
 	bash scripts/ensure-browser.sh
 
-lint: venv
+lint: dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-format: venv
+format: dev
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
@@ -36,7 +45,7 @@ format: venv
 demo: venv
 	DEMO_EXIT=$(DEMO_EXIT) $(PY) scripts/demo.py
 
-test: venv services browser lint
+test: dev services browser lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 migrate: venv services
@@ -56,7 +65,7 @@ flower: venv
 
 # Benchmarks on the real stack (about 13 minutes; not part of `make test`): docs/performance.md.
 # Options through BENCH_ARGS, e.g. make bench BENCH_ARGS="--parts critical --reps 5".
-bench: venv services
+bench: dev services
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 clean:

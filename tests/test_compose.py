@@ -1,4 +1,5 @@
-"""docker-compose.yml stays in step with the native commands and with .env.example (no Docker engine runs here)."""
+"""docker-compose.yml and the image it builds stay in step with the native commands, .env.example and the
+requirements (no Docker engine runs here)."""
 
 import importlib
 import re
@@ -65,3 +66,14 @@ def test_every_variable_compose_passes_is_documented() -> None:
         passed |= set(SERVICES[service]["environment"])
     missing = (passed | interpolated) - documented
     assert missing == set(), f"not in .env.example: {sorted(missing)}"
+
+
+def test_image_installs_the_runtime_requirements_only() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "COPY requirements/ requirements/" in dockerfile
+    assert re.findall(r"pip install .*-r (\S+)", dockerfile) == ["requirements/base.txt"]
+    base = (ROOT / "requirements/base.txt").read_text().lower()
+    for tool in ("pytest", "playwright", "ruff", "websocket-client", "pyyaml"):
+        assert not re.search(rf"^{tool}\b", base, re.MULTILINE), tool
+    assert "-r base.txt" in (ROOT / "requirements/dev.txt").read_text().splitlines()
+    assert "-r requirements/dev.txt" in (ROOT / "requirements.txt").read_text().splitlines()
