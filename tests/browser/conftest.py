@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Dialog, Page, sync_playwright
 
-from devtools.servers import DaphneServer, process_env
+from devtools.servers import PLAIN_HTTP, DaphneServer, process_env
 from tests.support.browser import DESKTOP, FAILURES, SCREENSHOTS, chromium, save_failure
 from tests.support.e2e import WORKER_ENV
 
@@ -40,18 +40,7 @@ def pytest_runtest_makereport(
 @pytest.fixture(scope="session")
 def daphne(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iterator[DaphneServer]:  # noqa: ANN001
     """The web process, with the environment the workers get, on plain HTTP."""
-    env = process_env(
-        {
-            **WORKER_ENV,
-            **internet,
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "DEBUG": "false",
-            "SECURE_SSL_REDIRECT": "false",
-            "SESSION_COOKIE_SECURE": "false",
-            "CSRF_COOKIE_SECURE": "false",
-            "SECURE_HSTS_SECONDS": "0",
-        }
-    )
+    env = process_env({**WORKER_ENV, **internet, **PLAIN_HTTP, "DEBUG": "false"})
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server keeps Django's async-safety checks
     with django_db_blocker.unblock():
         server = DaphneServer(env).start()
