@@ -44,31 +44,23 @@ def create_user() -> Any:
     return user
 
 
-def queue_research(owner: Any, breadth: int, depth: int) -> str:
-    """A research as the API leaves it (queued, one answered follow-up question); returns its id, not yet started."""
-    from research.models import FollowUpQuestion, Research, ResearchStatus
+def queue_research(owner: Any) -> str:
+    """A research as the API leaves it before its start (one answered follow-up question); returns its id."""
+    from research import services
 
-    research = Research.objects.create(
-        owner=owner,
-        prompt="How do heat pumps perform in cold climates?",
-        title="Heat pumps in cold climates",
-        status=ResearchStatus.QUEUED,
-        num_questions=1,
-        breadth=breadth,
-        depth=depth,
-    )
-    FollowUpQuestion.objects.create(research=research, position=0, question="Which climates?", answer="Nordic")
-    return str(research.pk)
+    prompt = "How do heat pumps perform in cold climates?"
+    return str(services.create_with_answers(owner, prompt, [("Which climates?", "Nordic")]).pk)
 
 
-def start(research_id: str) -> datetime:
-    """Queue the research's start (the production entry point after the API); returns when it was queued."""
+def start(research_id: str, breadth: int, depth: int) -> datetime:
+    """Start the research through the service the API uses; returns when its start was queued."""
     from django.utils import timezone
 
-    from workers.tasks import start_research_task
+    from research import services
+    from research.models import Research
 
     queued_at = timezone.now()
-    start_research_task.delay(research_id)
+    services.start_research(Research.objects.get(pk=research_id), None, breadth, depth)
     return queued_at
 
 
@@ -79,11 +71,6 @@ def wait(research_id: str, timeout: float) -> None:
         return Research.objects.filter(pk=research_id).values_list("status", flat=True).first() in FINISHED_STATUSES
 
     wait_until(finished, timeout, message=f"research {research_id} to finish", interval=0.2)
-
-
-def run_research(owner: Any, breadth: int, depth: int, latencies: Latencies, timeout: float = 900) -> EngineRun:
-    research_id = queue_research(owner, breadth, depth)
-    return measure(research_id, start(research_id), breadth, depth, latencies, timeout)
 
 
 def measure(

@@ -109,10 +109,15 @@ class Bench:
         from bench.probes import LockSampler
         from bench.snapshots import Watcher
 
-        research_id = engine.queue_research(owner, breadth, depth)
+        research_id = engine.queue_research(owner)
         with Watcher(research_id) as watcher, LockSampler(stack.database_url, stack.database_name) as sampler:
             run = engine.measure(
-                research_id, engine.start(research_id), breadth, depth, latencies, timeout=self.args.timeout
+                research_id,
+                engine.start(research_id, breadth, depth),
+                breadth,
+                depth,
+                latencies,
+                timeout=self.args.timeout,
             )
             watcher.settle(research_id)
         if run.status != "completed":

@@ -22,7 +22,7 @@ PAGE_TEXT = ("Heat pumps keep working at minus twenty five degrees with a lower 
 
 
 def build_tree(owner: Any, breadth: int, depth: int, per_query: int = 7, facts: int = 2) -> str:
-    """A completed research with the SPEC tree, `per_query` analysed websites per query, `facts` extracts each,
+    """A completed research with the full tree, `per_query` analysed websites per query, `facts` extracts each,
     page text and a report; returns its id. Written with bulk inserts, one level at a time."""
     from research.models import (
         Document,
@@ -157,7 +157,7 @@ class Watcher:
     the bytes the consumer would send for each `research.update` (its exact JSON text)."""
 
     def __init__(self, research_id: str) -> None:
-        from research.events import research_group
+        from research.push import research_group
 
         self.group = research_group(research_id)
         self.result = Watched()

@@ -94,3 +94,24 @@ def stop_group(process: subprocess.Popen[bytes], timeout: float = 10) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def celery_command(python: str, role: str, level: str, *options: str) -> list[str]:
+    """The command line of a Celery process of the project's app (`role`: worker or beat)."""
+    return [python, "-m", "celery", "-A", "researchsite", role, "-l", level, *options]
+
+
+def worker_command(python: str, concurrency: int, level: str, *options: str) -> list[str]:
+    """A worker as production runs one (the threads pool); the tests and the demo add quieter options."""
+    return celery_command(
+        python,
+        "worker",
+        level,
+        "-P",
+        "threads",
+        "-c",
+        str(concurrency),
+        "--without-gossip",
+        "--without-mingle",
+        *options,
+    )

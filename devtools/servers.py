@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from devtools.processes import ARTIFACTS, free_port, spawn, stop
+from devtools.processes import ARTIFACTS, free_port, spawn, stop, worker_command
 
 if TYPE_CHECKING:
     import subprocess
@@ -73,25 +73,14 @@ class WorkerPool:
     def start(self, ping: bool = True) -> WorkerPool:
         """Start the processes; with `ping`, wait until each answers (brokers without broadcast cannot ping)."""
         for index in range(self.count):
-            command = [
+            command = worker_command(
                 sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "researchsite",
-                "worker",
-                "-P",
-                "threads",
-                "-c",
-                str(self.concurrency),
+                self.concurrency,
+                log_level(self.env),
                 "-n",
                 f"{self.name}{index}-{os.getpid()}@%h",
-                "-l",
-                log_level(self.env),
-                "--without-gossip",
-                "--without-mingle",
                 "--without-heartbeat",
-            ]
+            )
             self.processes.append(spawn(command, ARTIFACTS / f"worker-{self.name}{index}.log", self.env))
         if ping:
             self.wait_ready()

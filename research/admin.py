@@ -22,7 +22,7 @@ class ReadOnlyInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
 
-    def has_add_permission(self, request, obj=None) -> bool:  # noqa: ANN001 - Django's signature
+    def has_add_permission(self, request, obj=None) -> bool:
         return False
 
 
@@ -132,10 +132,10 @@ class EventAdmin(admin.ModelAdmin):
     list_select_related = ("research",)
     readonly_fields = ("research", "seq", "type", "data", "created_at")
 
-    def has_add_permission(self, request) -> bool:  # noqa: ANN001
+    def has_add_permission(self, request) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:  # noqa: ANN001
+    def has_change_permission(self, request, obj=None) -> bool:
         return False
 
 
@@ -149,5 +149,5 @@ class CollectionDocumentAdmin(admin.ModelAdmin):
     fields = ("title", "path", "content_type", "size", "sha256", "indexed_at", "text")
     readonly_fields = fields
 
-    def has_add_permission(self, request) -> bool:  # noqa: ANN001
+    def has_add_permission(self, request) -> bool:
         return False

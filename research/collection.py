@@ -25,8 +25,8 @@ from django.db.models.functions import Substr
 from django.utils import timezone
 
 from research.models import CollectionDocument
-from workers.agents.lexical import BM25, counts, is_content_word, terms, words
-from workers.clients.page_text import decode_body, extract_text
+from research.text.lexical import BM25, counts, is_content_word, terms, words
+from research.text.page_text import decode_body, extract_text
 
 log = logging.getLogger(__name__)
 

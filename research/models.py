@@ -45,7 +45,7 @@ class Research(models.Model):
     error = models.TextField(blank=True)
     # Last event sequence number handed out; incremented under the row lock so seqs have no gaps.
     last_event_seq = models.PositiveIntegerField(default=0)
-    # Queries planned for the whole tree (SPEC formula) that have not finished yet; 0 queues the report.
+    # Queries planned for the whole tree (research/planning.py) that have not finished yet; 0 queues the report.
     pending_queries = models.IntegerField(default=0)
     # Quotes the website analyzer gave that were not in the page text, so were not stored.
     quotes_dropped = models.PositiveIntegerField(default=0)
@@ -78,10 +78,6 @@ class Research(models.Model):
 
     def __str__(self) -> str:
         return self.title
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status in FINISHED_STATUSES
 
 
 class FollowUpQuestion(models.Model):

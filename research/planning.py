@@ -1,4 +1,4 @@
-"""Breadth/depth arithmetic of SPEC §2: level 1 has `breadth` queries, each level halves it, rounded up."""
+"""Breadth/depth arithmetic: level 1 has `breadth` queries, each level halves it, rounded up."""
 
 import math
 

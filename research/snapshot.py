@@ -1,4 +1,4 @@
-"""The one function that builds the whole current state of a research (SPEC §5).
+"""The whole current state of a research, as the API returns it and every push carries it.
 
 It runs a fixed number of SQL queries whatever the size of the tree (one per table), and never loads page text.
 The shape is published in research/schemas/snapshot.v1.json; bump SNAPSHOT_VERSION when it changes.
@@ -8,9 +8,12 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from django.db import connection, transaction
+
 from research.models import (
     Document,
     DocumentKind,
+    Event,
     Extract,
     FollowUpQuestion,
     QueryStatus,
@@ -42,131 +45,125 @@ def research_summary(research: Research) -> dict[str, Any]:
 def build_snapshot(research_id: Any) -> dict[str, Any]:
     """Load the research, its questions, queries, websites, extracts and documents: six queries in all."""
     research = Research.objects.get(pk=research_id)
-
-    questions = [
-        {"position": q["position"], "question": q["question"], "answer": q["answer"]}
-        for q in FollowUpQuestion.objects.filter(research_id=research.pk)
+    questions = list(
+        FollowUpQuestion.objects.filter(research_id=research.pk)
         .order_by("position")
         .values("position", "question", "answer")
-    ]
-
+    )
     query_rows = list(
         SerpQuery.objects.filter(research_id=research.pk)
         .order_by("depth", "parent_id", "position", "id")
-        .values(
-            "id",
-            "parent_id",
-            "depth",
-            "position",
-            "query",
-            "objective",
-            "status",
-            "error",
-            "learnings",
-            "created_at",
-            "started_at",
-            "finished_at",
-        )
+        .values(*QUERY_FIELDS, "learnings")
     )
     website_rows = list(
-        Website.objects.filter(research_id=research.pk)
-        .order_by("query_id", "position")
-        .values(
-            "id",
-            "query_id",
-            "position",
-            "url",
-            "title",
-            "status",
-            "failure_reason",
-            "error",
-            "http_status",
-            "content_type",
-            "created_at",
-            "finished_at",
-        )
+        Website.objects.filter(research_id=research.pk).order_by("query_id", "position").values(*WEBSITE_FIELDS)
     )
-    extracts_by_website: dict[int, list[dict[str, str]]] = defaultdict(list)
+    extracts: dict[int, list[dict[str, str]]] = defaultdict(list)
     for row in (
         Extract.objects.filter(research_id=research.pk)
         .order_by("website_id", "position")
         .values("website_id", "fact", "quote")
     ):
-        extracts_by_website[row["website_id"]].append({"fact": row["fact"], "quote": row["quote"]})
+        extracts[row["website_id"]].append({"fact": row["fact"], "quote": row["quote"]})
     documents = {
         doc["kind"]: doc
         for doc in Document.objects.filter(research_id=research.pk).values("kind", "markdown", "stats", "created_at")
     }
+    return {
+        "version": SNAPSHOT_VERSION,
+        "research": _research(research),
+        "questions": questions,
+        "queries": _queries(query_rows, website_rows, extracts),
+        "report": _document(documents.get(DocumentKind.REPORT)),
+        "error_output": _document(documents.get(DocumentKind.ERROR_OUTPUT)),
+        "progress": _progress(research, query_rows, website_rows, extracts),
+    }
 
-    websites_by_query: dict[int, list[dict[str, Any]]] = defaultdict(list)
+
+QUERY_FIELDS = (
+    "id",
+    "parent_id",
+    "depth",
+    "position",
+    "query",
+    "objective",
+    "status",
+    "error",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
+WEBSITE_FIELDS = (
+    "id",
+    "query_id",
+    "url",
+    "title",
+    "status",
+    "failure_reason",
+    "error",
+    "http_status",
+    "content_type",
+    "created_at",
+    "finished_at",
+)
+TIMES = ("created_at", "started_at", "finished_at")
+
+
+def _research(research: Research) -> dict[str, Any]:
+    return {
+        **research_summary(research),
+        "prompt": research.prompt,
+        "num_questions": research.num_questions,
+        "breadth": research.breadth,
+        "depth": research.depth,
+        "engine": research.engine,
+        "error": research.error,
+        "last_event_seq": research.last_event_seq,
+        "updated_at": _iso(research.updated_at),
+        "started_at": _iso(research.started_at),
+        "usage": {"prompt_tokens": research.prompt_tokens, "completion_tokens": research.completion_tokens},
+    }
+
+
+def _with_times(row: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    return {key: _iso(row[key]) if key in TIMES else row[key] for key in fields}
+
+
+def _queries(
+    query_rows: list[dict[str, Any]], website_rows: list[dict[str, Any]], extracts: dict[int, list[dict[str, str]]]
+) -> list[dict[str, Any]]:
+    websites: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    website_fields = tuple(field for field in WEBSITE_FIELDS if field != "query_id")
     for row in website_rows:
-        websites_by_query[row["query_id"]].append(
-            {
-                "id": row["id"],
-                "url": row["url"],
-                "title": row["title"],
-                "status": row["status"],
-                "failure_reason": row["failure_reason"],
-                "error": row["error"],
-                "http_status": row["http_status"],
-                "content_type": row["content_type"],
-                "created_at": _iso(row["created_at"]),
-                "finished_at": _iso(row["finished_at"]),
-                "extracts": extracts_by_website.get(row["id"], []),
-            }
-        )
-    queries = [
+        websites[row["query_id"]].append({**_with_times(row, website_fields), "extracts": extracts.get(row["id"], [])})
+    return [
         {
-            "id": row["id"],
-            "parent_id": row["parent_id"],
-            "depth": row["depth"],
-            "position": row["position"],
-            "query": row["query"],
-            "objective": row["objective"],
-            "status": row["status"],
-            "error": row["error"],
+            **_with_times(row, QUERY_FIELDS),
             "learnings": row["learnings"] or [],
-            "created_at": _iso(row["created_at"]),
-            "started_at": _iso(row["started_at"]),
-            "finished_at": _iso(row["finished_at"]),
-            "websites": websites_by_query.get(row["id"], []),
+            "websites": websites.get(row["id"], []),
         }
         for row in query_rows
     ]
 
+
+def _progress(
+    research: Research,
+    query_rows: list[dict[str, Any]],
+    website_rows: list[dict[str, Any]],
+    extracts: dict[int, list[dict[str, str]]],
+) -> dict[str, int]:
     website_statuses = [row["status"] for row in website_rows]
-    planned = total_queries(research.breadth, research.depth) if research.breadth and research.depth else 0
-    progress = {
-        "queries_planned": planned,
+    return {
+        "queries_planned": total_queries(research.breadth, research.depth)
+        if research.breadth and research.depth
+        else 0,
         "queries_created": len(query_rows),
         "queries_done": sum(1 for row in query_rows if row["status"] == QueryStatus.DONE),
         "queries_failed": sum(1 for row in query_rows if row["status"] == QueryStatus.FAILED),
         "websites_found": len(website_rows),
         "websites_analysed": website_statuses.count(WebsiteStatus.ANALYZED),
         "websites_failed": website_statuses.count(WebsiteStatus.FAILED),
-        "extracts": sum(len(items) for items in extracts_by_website.values()),
-    }
-
-    return {
-        "version": SNAPSHOT_VERSION,
-        "research": {
-            **research_summary(research),
-            "prompt": research.prompt,
-            "num_questions": research.num_questions,
-            "breadth": research.breadth,
-            "depth": research.depth,
-            "engine": research.engine,
-            "error": research.error,
-            "last_event_seq": research.last_event_seq,
-            "updated_at": _iso(research.updated_at),
-            "started_at": _iso(research.started_at),
-            "usage": {"prompt_tokens": research.prompt_tokens, "completion_tokens": research.completion_tokens},
-        },
-        "questions": questions,
-        "queries": queries,
-        "report": _document(documents.get(DocumentKind.REPORT)),
-        "error_output": _document(documents.get(DocumentKind.ERROR_OUTPUT)),
-        "progress": progress,
+        "extracts": sum(len(items) for items in extracts.values()),
     }
 
 
@@ -174,3 +171,22 @@ def _document(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     if doc is None:
         return None
     return {"markdown": doc["markdown"], "stats": doc["stats"] or {}, "created_at": _iso(doc["created_at"])}
+
+
+def event_payload(event: Event) -> dict[str, Any]:
+    return {"seq": event.seq, "type": event.type, "data": event.data, "created_at": event.created_at.isoformat()}
+
+
+def read_history(research_id: Any, after: int, limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The events after seq `after` (at most `limit`) and the snapshot, read in one consistent view.
+
+    Both are read in one REPEATABLE READ transaction on PostgreSQL: an event committed between two separate
+    reads would otherwise be in the snapshot but not among the events sent with it. Raises Research.DoesNotExist.
+    """
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        rows = Event.objects.filter(research_id=research_id, seq__gt=after).order_by("seq")[:limit]
+        events = [event_payload(event) for event in rows]
+        return events, build_snapshot(research_id)

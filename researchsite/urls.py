@@ -3,7 +3,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic.base import RedirectView
 
-from research import api, collection_views, views
+from research.web import api, collection_views, views
 
 api_patterns = [
     path("research", api.research_list, name="research-list"),

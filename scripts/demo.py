@@ -27,7 +27,7 @@ from urllib.parse import urlparse, urlunparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from devtools.processes import free_port, spawn, stop, wait_until  # noqa: E402 - the standard library only
+from devtools.processes import celery_command, free_port, spawn, stop, wait_until, worker_command  # noqa: E402 - the standard library only
 from scripts.build_demo_collection import DEMO_PROMPT as PROMPT  # noqa: E402 - the question its documents answer
 
 PY = sys.executable
@@ -253,7 +253,30 @@ def main() -> None:
     port = free_port(int(os.environ.get("DEMO_PORT", "8000")))
     env, mode = configure(var, port)
     say(f"Mode: {mode}")
+    password = prepare(env, var)
+    processes = Processes(var)
+    try:
+        base = start_services(processes, env, var, port)
+        breadth, depth = int(os.environ.get("DEMO_BREADTH", "2")), int(os.environ.get("DEMO_DEPTH", "2"))
+        prompt = os.environ.get("DEMO_PROMPT", PROMPT)
+        research_id = start_through_the_api(base, password, prompt, breadth, depth)
+        say(f"Watch it live: {base}/  (user: demo, password: {password})")
+        say(f"Research {research_id} started: breadth {breadth}, depth {depth}")
+        save_outcome(var, research_id, watch(env, research_id, processes))
+        if os.environ.get("DEMO_EXIT") == "1":
+            return
+        say(f"Serving at {base}/ until Ctrl-C.")
+        while True:
+            processes.check()
+            time.sleep(1)
+    except KeyboardInterrupt:
+        print()
+    finally:
+        processes.stop()
 
+
+def prepare(env: dict[str, str], var: Path) -> str:
+    """Tables, the indexed document collection and the demo user; returns the user's password."""
     manage(env, "migrate", "--noinput", "-v", "0")
     if env["DATABASE_URL"].startswith("sqlite") and env.get("CHANNEL_LAYER") == "sqlite":
         manage(env, "migrate", "--database", "channels", "--noinput", "-v", "0")
@@ -280,68 +303,34 @@ def main() -> None:
             f"u.set_password({password!r}); u.save()"
         ),
     )
+    return password
 
-    processes = Processes(var)
-    try:
-        processes.start(
-            "daphne", [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "researchsite.asgi:application"], env
-        )
-        processes.start(
-            "worker",
-            [
-                PY,
-                "-m",
-                "celery",
-                "-A",
-                "researchsite",
-                "worker",
-                "-P",
-                "threads",
-                "-c",
-                "8",
-                "-l",
-                "WARNING",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-            env,
-        )
-        processes.start(
-            "beat",
-            [PY, "-m", "celery", "-A", "researchsite", "beat", "-l", "WARNING", "-s", str(var / "celerybeat-schedule")],
-            env,
-        )
-        base = f"http://127.0.0.1:{port}"
-        wait_http(base + "/accounts/login/", processes)
 
-        breadth, depth = int(os.environ.get("DEMO_BREADTH", "2")), int(os.environ.get("DEMO_DEPTH", "2"))
-        prompt = os.environ.get("DEMO_PROMPT", PROMPT)
-        research_id = start_through_the_api(base, password, prompt, breadth, depth)
-        say(f"Watch it live: {base}/  (user: demo, password: {password})")
-        say(f"Research {research_id} started: breadth {breadth}, depth {depth}")
-        status = watch(env, research_id, processes)
+def start_services(processes: Processes, env: dict[str, str], var: Path, port: int) -> str:
+    """daphne, a worker and beat; returns the site's base URL once it answers."""
+    processes.start(
+        "daphne", [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "researchsite.asgi:application"], env
+    )
+    processes.start("worker", worker_command(PY, 8, "WARNING"), env)
+    processes.start("beat", celery_command(PY, "beat", "WARNING", "-s", str(var / "celerybeat-schedule")), env)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/accounts/login/", processes)
+    return base
 
-        from research.models import Document, Research
 
-        research = Research.objects.get(pk=research_id)
-        kind = "report" if status == "completed" else "error_output"
-        document = Document.objects.filter(research=research, kind=kind).first()
-        if document is not None:
-            path = var / ("report.md" if kind == "report" else "error-output.md")
-            path.write_text(document.markdown)
-            say(f"Research {status} with the {research.engine} engine. {path.name}: {path}")
-        if status != "completed":
-            raise SystemExit(f"research {status}: {research.error}")
-        if os.environ.get("DEMO_EXIT") == "1":
-            return
-        say(f"Serving at {base}/ until Ctrl-C.")
-        while True:
-            processes.check()
-            time.sleep(1)
-    except KeyboardInterrupt:
-        print()
-    finally:
-        processes.stop()
+def save_outcome(var: Path, research_id: str, status: str) -> None:
+    """Write report.md (or error-output.md) under var/; a research that did not complete ends the demo in error."""
+    from research.models import Document, Research
+
+    research = Research.objects.get(pk=research_id)
+    kind = "report" if status == "completed" else "error_output"
+    document = Document.objects.filter(research=research, kind=kind).first()
+    if document is not None:
+        path = var / ("report.md" if kind == "report" else "error-output.md")
+        path.write_text(document.markdown)
+        say(f"Research {status} with the {research.engine} engine. {path.name}: {path}")
+    if status != "completed":
+        raise SystemExit(f"research {status}: {research.error}")
 
 
 if __name__ == "__main__":

@@ -87,24 +87,24 @@ def published(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.fixture
-def user(django_user_model):  # noqa: ANN001, ANN201
+def user(django_user_model):
     return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)
 
 
 @pytest.fixture
-def other_user(django_user_model):  # noqa: ANN001, ANN201
+def other_user(django_user_model):
     return django_user_model.objects.create_user("mallory", "mallory@example.com", PASSWORD)
 
 
 @pytest.fixture
-def api(user) -> Client:  # noqa: ANN001
+def api(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
 
 
 @pytest.fixture
-def stranger(other_user) -> Client:  # noqa: ANN001
+def stranger(other_user) -> Client:
     client = Client()
     client.force_login(other_user)
     return client
@@ -120,7 +120,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="session")
-def worker_pool(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iterator[WorkerPool]:  # noqa: ANN001
+def worker_pool(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iterator[WorkerPool]:
     """Two Celery worker processes (threads pool) for the whole session."""
     with django_db_blocker.unblock():
         pool = WorkerPool(process_env({**WORKER_ENV, **internet}), count=2, concurrency=8).start()
@@ -137,6 +137,6 @@ def workers(worker_pool: WorkerPool, transactional_db: None, redis_conn: redis.R
 
 
 @pytest.fixture
-def research_model(fakes, fake_llm: FakeLLM) -> ResearchModel:  # noqa: ANN001
+def research_model(fakes, fake_llm: FakeLLM) -> ResearchModel:
     """The fake model behaving like a working model (see tests/fakes/behaviours.py)."""
     return ResearchModel(fake_llm).install()

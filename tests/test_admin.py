@@ -11,7 +11,7 @@ from tests.support.factories import build_tree
 pytestmark = pytest.mark.django_db
 
 
-def test_every_admin_page_loads(client, django_user_model) -> None:  # noqa: ANN001
+def test_every_admin_page_loads(client, django_user_model) -> None:
     # given a superuser and a tree with a row in every model
     superuser = django_user_model.objects.create_superuser("root", "root@example.com", "pw-long-enough-42")
     research = build_tree(superuser, breadth=2, depth=2, websites_per_query=2)

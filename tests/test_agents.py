@@ -8,7 +8,7 @@ from workers.agents.query_generator import Ancestor
 
 
 @pytest.mark.parametrize("array_len", [None, 1, 0, 9])
-def test_query_generator_returns_exactly_n_distinct(fakes, fake_llm, array_len) -> None:  # noqa: ANN001
+def test_query_generator_returns_exactly_n_distinct(fakes, fake_llm, array_len) -> None:
     fake_llm.array_len = array_len
     planned, prompt_tokens, _ = query_generator.plan_queries("Tidal energy costs", [("Where?", "UK")], [], 4)
     assert len(planned) == 4
@@ -16,7 +16,7 @@ def test_query_generator_returns_exactly_n_distinct(fakes, fake_llm, array_len) 
     assert all(p.objective for p in planned)
 
 
-def test_query_generator_sends_the_whole_ancestor_chain(fakes, fake_llm) -> None:  # noqa: ANN001
+def test_query_generator_sends_the_whole_ancestor_chain(fakes, fake_llm) -> None:
     chain = [Ancestor("tidal costs", "find LCOE", ["LCOE is 200 GBP/MWh"]), Ancestor("tidal LCOE UK", "find CfD", [])]
     query_generator.plan_queries("Tidal energy costs", [("Where?", "UK")], chain, 2)
     text = fake_llm.calls("serp_queries")[-1]["messages"][-1]["content"]
@@ -24,7 +24,7 @@ def test_query_generator_sends_the_whole_ancestor_chain(fakes, fake_llm) -> None
     assert "Depth 2 query: tidal LCOE UK" in text and "A: UK" in text
 
 
-def test_website_analyzer_trims_page_to_token_budget(fakes, fake_llm, settings) -> None:  # noqa: ANN001
+def test_website_analyzer_trims_page_to_token_budget(fakes, fake_llm, settings) -> None:
     settings.PAGE_TOKEN_BUDGET = 500
     website_analyzer.analyze("objective", "query", "https://x.example", "X", "word " * 50_000)
     sent = fake_llm.calls("website_analysis")[-1]["messages"][-1]["content"]
@@ -38,7 +38,7 @@ def test_trim_to_tokens_cuts_at_a_boundary() -> None:
     assert trim_to_tokens("short", 50) == "short"
 
 
-def test_query_generator_trims_the_ancestor_learnings_to_their_budget(fakes, fake_llm, settings) -> None:  # noqa: ANN001
+def test_query_generator_trims_the_ancestor_learnings_to_their_budget(fakes, fake_llm, settings) -> None:
     # given a long chain of ancestors with many learnings
     settings.LEARNINGS_TOKEN_BUDGET = 200
     learnings = [f"Learning number {i} says something long enough to count." for i in range(400)]

@@ -10,7 +10,7 @@ from tests.fakes import FakeLLM
 pytestmark = pytest.mark.django_db
 
 
-def post_questions(api, prompt: str = "How do heat pumps perform in cold climates?", n: int = 3):  # noqa: ANN001, ANN201
+def post_questions(api, prompt: str = "How do heat pumps perform in cold climates?", n: int = 3):
     return api.post(
         "/api/research/questions",
         data=json.dumps({"prompt": prompt, "num_questions": n}),
@@ -19,7 +19,7 @@ def post_questions(api, prompt: str = "How do heat pumps perform in cold climate
 
 
 @pytest.mark.parametrize("model_returns", ["too_many", "too_few", "exact"])
-def test_questions_returns_exactly_n(api, fakes, fake_llm: FakeLLM, model_returns: str) -> None:  # noqa: ANN001
+def test_questions_returns_exactly_n(api, fakes, fake_llm: FakeLLM, model_returns: str) -> None:
     # given
     n = 4
     fake_llm.array_len = {"too_many": n + 2, "too_few": 1, "exact": None}[model_returns]
@@ -41,7 +41,7 @@ def test_questions_returns_exactly_n(api, fakes, fake_llm: FakeLLM, model_return
     assert research.prompt_tokens > 0
 
 
-def test_questions_sends_json_schema_to_the_model(api, fakes, fake_llm: FakeLLM) -> None:  # noqa: ANN001
+def test_questions_sends_json_schema_to_the_model(api, fakes, fake_llm: FakeLLM) -> None:
     post_questions(api, n=2)
     calls = fake_llm.calls("followup_questions")
     assert calls, "the prompt analyzer never reached the model"
@@ -50,7 +50,7 @@ def test_questions_sends_json_schema_to_the_model(api, fakes, fake_llm: FakeLLM)
     assert response_format["json_schema"]["schema"]["properties"]["questions"]["maxItems"] == 2
 
 
-def test_questions_falls_back_to_json_object_mode(api, fakes, fake_llm: FakeLLM) -> None:  # noqa: ANN001
+def test_questions_falls_back_to_json_object_mode(api, fakes, fake_llm: FakeLLM) -> None:
     fake_llm.supports_json_schema = False
     try:
         response = post_questions(api, n=2)
@@ -63,7 +63,7 @@ def test_questions_falls_back_to_json_object_mode(api, fakes, fake_llm: FakeLLM)
     assert fake_llm.calls("followup_questions")[-1]["response_format"]["type"] == "json_object"
 
 
-def test_questions_retries_transient_model_errors(api, fakes, fake_llm: FakeLLM, settings) -> None:  # noqa: ANN001
+def test_questions_retries_transient_model_errors(api, fakes, fake_llm: FakeLLM, settings) -> None:
     fake_llm.fail_next(1, status=429, retry_after=0.1)
     fake_llm.fail_next(1, status=500)
     fake_llm.invalid_json_next(1)
@@ -73,7 +73,7 @@ def test_questions_retries_transient_model_errors(api, fakes, fake_llm: FakeLLM,
     assert fake_llm.count() >= 4
 
 
-def test_questions_model_down_is_502_and_research_failed(api, fakes, fake_llm: FakeLLM, settings) -> None:  # noqa: ANN001
+def test_questions_model_down_is_502_and_research_failed(api, fakes, fake_llm: FakeLLM, settings) -> None:
     settings.LLM_MAX_RETRIES = 1
     fake_llm.fail_always(503)
     response = post_questions(api, n=2)

@@ -135,7 +135,7 @@ CASES = [
 ]
 
 
-def send(client, method: str, path: str, body):  # noqa: ANN001, ANN201
+def send(client, method: str, path: str, body):
     if body is None:
         return getattr(client, method)(path)
     raw = body if isinstance(body, bytes) else json.dumps(body)
@@ -143,7 +143,7 @@ def send(client, method: str, path: str, body):  # noqa: ANN001, ANN201
 
 
 @pytest.mark.parametrize(("name", "method", "path", "body", "status"), CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_a_4xx_json_error(api, fakes, fake_llm, published, name, method, path, body, status) -> None:  # noqa: ANN001
+def test_bad_input_is_a_4xx_json_error(api, fakes, fake_llm, published, name, method, path, body, status) -> None:
     # when
     response = send(api, method, path, body)
     # then
@@ -157,7 +157,7 @@ def test_bad_input_is_a_4xx_json_error(api, fakes, fake_llm, published, name, me
     assert fake_llm.count() == 0
 
 
-def test_start_answers_must_match_questions(api, user, published) -> None:  # noqa: ANN001
+def test_start_answers_must_match_questions(api, user, published) -> None:
     # given a research awaiting answers to two questions
     research = Research.objects.create(owner=user, prompt="p", title="p", status=ResearchStatus.AWAITING_ANSWERS)
     FollowUpQuestion.objects.bulk_create(
@@ -186,7 +186,7 @@ def test_start_answers_must_match_questions(api, user, published) -> None:  # no
     assert published == []
 
 
-def test_events_after_must_be_a_plain_number(api, user) -> None:  # noqa: ANN001
+def test_events_after_must_be_a_plain_number(api, user) -> None:
     research = Research.objects.create(owner=user, prompt="p", title="p", status=ResearchStatus.QUEUED)
     for after in ("\u00b2", "-1", "1.5", "x"):
         response = api.get(f"/api/research/{research.pk}/events", {"after": after})
@@ -195,7 +195,7 @@ def test_events_after_must_be_a_plain_number(api, user) -> None:  # noqa: ANN001
     assert api.get(f"/api/research/{research.pk}/events", {"after": "0"}).status_code == 200
 
 
-def test_start_twice_is_a_conflict_and_queues_once(api, user, published) -> None:  # noqa: ANN001
+def test_start_twice_is_a_conflict_and_queues_once(api, user, published) -> None:
     research = Research.objects.create(owner=user, prompt="p", title="p", status=ResearchStatus.AWAITING_ANSWERS)
     FollowUpQuestion.objects.create(research=research, position=0, question="q")
     body = {"research_id": str(research.pk), "answers": ["a"], "breadth": 2, "depth": 1}
@@ -209,7 +209,7 @@ def test_start_twice_is_a_conflict_and_queues_once(api, user, published) -> None
     assert research.questions.get().answer == "a"
 
 
-def test_start_without_research_id_creates_it(api, published) -> None:  # noqa: ANN001
+def test_start_without_research_id_creates_it(api, published) -> None:
     response = send(api, "post", "/api/research/start", {**GOOD_START, "breadth": 3, "depth": 2})
     assert response.status_code == 202
     research = Research.objects.get(pk=response.json()["research_id"])
@@ -218,7 +218,7 @@ def test_start_without_research_id_creates_it(api, published) -> None:  # noqa: 
     assert published == ["workers.tasks.start_research_task"]
 
 
-def test_cancel_finished_research_is_a_conflict(api, user) -> None:  # noqa: ANN001
+def test_cancel_finished_research_is_a_conflict(api, user) -> None:
     research = Research.objects.create(owner=user, prompt="p", title="p", status=ResearchStatus.COMPLETED)
     response = api.post(f"/api/research/{research.pk}/cancel")
     assert response.status_code == 409
@@ -226,7 +226,7 @@ def test_cancel_finished_research_is_a_conflict(api, user) -> None:  # noqa: ANN
     assert research.status == ResearchStatus.COMPLETED
 
 
-def test_cancel_records_event(api, user) -> None:  # noqa: ANN001
+def test_cancel_records_event(api, user) -> None:
     research = Research.objects.create(owner=user, prompt="p", title="p", status=ResearchStatus.QUEUED)
     response = api.post(f"/api/research/{research.pk}/cancel")
     assert response.status_code == 200
@@ -235,7 +235,7 @@ def test_cancel_records_event(api, user) -> None:  # noqa: ANN001
     assert list(research.events.values_list("seq", "type")) == [(1, "research_cancelled")]
 
 
-def test_start_over_the_per_user_cap_is_429(api, user, other_user, published, settings) -> None:  # noqa: ANN001
+def test_start_over_the_per_user_cap_is_429(api, user, other_user, published, settings) -> None:
     # given a cap of two, and two of alice's researches under way (and one of another user's, which does not count)
     settings.MAX_ACTIVE_RESEARCH_PER_USER = 2
     for owner, status in ((user, ResearchStatus.RUNNING), (user, ResearchStatus.QUEUED), (other_user, "running")):

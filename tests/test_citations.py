@@ -2,10 +2,10 @@
 
 import re
 
-from research.rendering import render_markdown
+from research.text.quotes import PageText
+from research.web.rendering import render_markdown
 from workers.agents.report_writer import SourceNote
 from workers.pipeline.citations import cited_urls, render_report, report_title
-from workers.pipeline.quotes import PageText
 
 PAGE_A = "Heat pumps keep a COP of 2.1 at -15 °C.\n\nThe  Nordic   trial ran for 3 winters."
 PAGE_B = "Ground-source systems cost 30% more to install."

@@ -11,7 +11,7 @@ from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.errors import PermanentError, TransientError
 
 
-def test_search_returns_up_to_7_distinct_http_urls(fakes, fake_searx, fake_web) -> None:  # noqa: ANN001
+def test_search_returns_up_to_7_distinct_http_urls(fakes, fake_searx, fake_web) -> None:
     fake_searx.results_for = lambda q: [
         "ftp://x.example/a",
         fake_web.url + "/page/a#one",
@@ -25,7 +25,7 @@ def test_search_returns_up_to_7_distinct_http_urls(fakes, fake_searx, fake_web) 
     assert fake_searx.requests[-1].query["format"] == "json"
 
 
-def test_search_retries_transient_then_gives_up(fakes, fake_searx, settings) -> None:  # noqa: ANN001
+def test_search_retries_transient_then_gives_up(fakes, fake_searx, settings) -> None:
     settings.SEARCH_MAX_RETRIES = 1
     fake_searx.fail_next(1, status=503)
     assert searxng.search("recovers")  # one retry rides out one failure
@@ -34,7 +34,7 @@ def test_search_retries_transient_then_gives_up(fakes, fake_searx, settings) -> 
         searxng.search("down")
 
 
-def test_search_json_disabled_is_permanent(fakes, fake_searx, settings) -> None:  # noqa: ANN001
+def test_search_json_disabled_is_permanent(fakes, fake_searx, settings) -> None:
     settings.SEARCH_MAX_RETRIES = 3
     fake_searx.fail_always(403)
     with pytest.raises(PermanentError):
@@ -42,7 +42,7 @@ def test_search_json_disabled_is_permanent(fakes, fake_searx, settings) -> None:
     assert fake_searx.count("forbidden") == 1  # not retried
 
 
-def test_search_honours_retry_after(fakes, fake_searx, settings) -> None:  # noqa: ANN001
+def test_search_honours_retry_after(fakes, fake_searx, settings) -> None:
     # given a search engine that answers 429 once, asking for a 1.5 s pause (backoff alone waits at most 0.5 s)
     settings.SEARCH_MAX_RETRIES = 1
     fake_searx.fail_next(1, status=429, retry_after=1.5)
@@ -57,7 +57,7 @@ def test_search_honours_retry_after(fakes, fake_searx, settings) -> None:  # noq
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
 
 
-def test_llm_honours_retry_after(fakes, fake_llm) -> None:  # noqa: ANN001
+def test_llm_honours_retry_after(fakes, fake_llm) -> None:
     fake_llm.fail_next(1, status=429, retry_after=1.0)
     started = time.monotonic()
     result = llm.complete_json("prompt_analyzer", [{"role": "user", "content": "hi"}], "numbers", SCHEMA)
@@ -65,7 +65,7 @@ def test_llm_honours_retry_after(fakes, fake_llm) -> None:  # noqa: ANN001
     assert result.data == {"n": 1} and fake_llm.count("numbers") == 2
 
 
-def test_llm_gives_up_after_max_retries(fakes, fake_llm, settings) -> None:  # noqa: ANN001
+def test_llm_gives_up_after_max_retries(fakes, fake_llm, settings) -> None:
     settings.LLM_MAX_RETRIES = 1
     fake_llm.fail_always(500)
     with pytest.raises(TransientError):
@@ -73,7 +73,7 @@ def test_llm_gives_up_after_max_retries(fakes, fake_llm, settings) -> None:  # n
     assert fake_llm.count("numbers") == 2
 
 
-def test_llm_reasks_on_invalid_json_then_fails_permanently(fakes, fake_llm, settings) -> None:  # noqa: ANN001
+def test_llm_reasks_on_invalid_json_then_fails_permanently(fakes, fake_llm, settings) -> None:
     fake_llm.invalid_json_next(1)
     assert llm.complete_json("prompt_analyzer", [{"role": "user", "content": "x"}], "numbers", SCHEMA).calls == 2
     settings.LLM_INVALID_OUTPUT_RETRIES = 1
@@ -82,7 +82,7 @@ def test_llm_reasks_on_invalid_json_then_fails_permanently(fakes, fake_llm, sett
         llm.complete_json("prompt_analyzer", [{"role": "user", "content": "x"}], "numbers", SCHEMA)
 
 
-def test_llm_client_error_is_permanent(fakes, fake_llm, settings) -> None:  # noqa: ANN001
+def test_llm_client_error_is_permanent(fakes, fake_llm, settings) -> None:
     settings.LLM_MAX_RETRIES = 3
     fake_llm.fail_always(401)
     with pytest.raises(PermanentError):

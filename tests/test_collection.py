@@ -110,7 +110,7 @@ def heat_pump_collection(tmp_path: Path) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("ranking", ["postgres", "python"])
-def test_search_ranks_the_best_document_first(heat_pump_collection, ranking: str, monkeypatch) -> None:  # noqa: ANN001
+def test_search_ranks_the_best_document_first(heat_pump_collection, ranking: str, monkeypatch) -> None:
     if ranking == "python":  # the SQLite (embedded) path, on the same rows
         monkeypatch.setattr(collection, "rank_documents", collection.rank_in_python)
         monkeypatch.setattr(local_documents, "rank_documents", collection.rank_in_python)
@@ -129,7 +129,7 @@ def test_search_ranks_the_best_document_first(heat_pump_collection, ranking: str
     assert len({r.url for r in defrost}) == len(defrost)
 
 
-def test_search_mixes_in_documents_with_the_web(heat_pump_collection, monkeypatch) -> None:  # noqa: ANN001
+def test_search_mixes_in_documents_with_the_web(heat_pump_collection, monkeypatch) -> None:
     from workers.clients import searxng
     from workers.clients.searxng import SearchResult
 
@@ -142,11 +142,11 @@ def test_search_mixes_in_documents_with_the_web(heat_pump_collection, monkeypatc
     assert sum("/collection/" in r.url for r in results) == 3  # the collection has 4 documents; 7 places
 
 
-def test_view_serves_documents_by_signed_link_without_login(heat_pump_collection) -> None:  # noqa: ANN001
+def test_view_serves_documents_by_signed_link_without_login(heat_pump_collection) -> None:
     anonymous = Client()
     html, markdown, pdf = by_name("heat-pumps.html"), by_name("defrost.md"), by_name("field-study.pdf")
 
-    def get(document: CollectionDocument, signature: str | None = None):  # noqa: ANN202
+    def get(document: CollectionDocument, signature: str | None = None):
         return anonymous.get(f"/collection/{document.pk}/{signature or collection.signature(document.pk)}/")
 
     response = get(html)
@@ -165,7 +165,7 @@ def test_view_serves_documents_by_signed_link_without_login(heat_pump_collection
     assert anonymous.post(f"/collection/{markdown.pk}/{collection.signature(markdown.pk)}/").status_code in (403, 405)
 
 
-def test_workers_in_compose_reach_documents_over_plain_http(heat_pump_collection, settings) -> None:  # noqa: ANN001
+def test_workers_in_compose_reach_documents_over_plain_http(heat_pump_collection, settings) -> None:
     # given production's HTTPS settings and compose's hosts: workers fetch http://web:8000/collection/...
     compose = yaml.safe_load((Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text())
     app_env = compose["services"]["worker"]["environment"]

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
-from research import consumers
+from research import snapshot as snapshot_module
 from research.events import record_event
 from research.models import Research, ResearchStatus
 from researchsite.asgi import application
@@ -26,7 +26,7 @@ ORIGIN = b"http://127.0.0.1"
 TIMEOUT = 10
 
 
-def session_cookie(user) -> bytes:  # noqa: ANN001
+def session_cookie(user) -> bytes:
     client = Client()
     client.force_login(user)
     return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
@@ -43,24 +43,24 @@ def wait_pushed(research: Research, timeout: float = 10) -> None:
 
 
 @pytest.fixture(autouse=True)
-async def close_connections():  # noqa: ANN201
+async def close_connections():
     """database_sync_to_async keeps a connection open on its worker thread; give it back after each test."""
     yield
     await database_sync_to_async(connections.close_all)()
 
 
 @pytest.fixture
-def alice(user) -> list[tuple[bytes, bytes]]:  # noqa: ANN001
+def alice(user) -> list[tuple[bytes, bytes]]:
     return [(b"cookie", session_cookie(user)), (b"origin", ORIGIN)]
 
 
 @pytest.fixture
-def mallory(other_user) -> list[tuple[bytes, bytes]]:  # noqa: ANN001
+def mallory(other_user) -> list[tuple[bytes, bytes]]:
     return [(b"cookie", session_cookie(other_user)), (b"origin", ORIGIN)]
 
 
 @pytest.fixture
-def research(user) -> Research:  # noqa: ANN001
+def research(user) -> Research:
     """Alice's running research with three events, all pushed already."""
     research = Research.objects.create(
         owner=user, prompt="How fast do glaciers move?", title="Glaciers", status=ResearchStatus.RUNNING
@@ -89,7 +89,7 @@ def record(research_id: Any, count: int, start: int = 0) -> None:
         record_event(research_id, "scraping_a_website", {"url": f"https://example.com/{index}"})
 
 
-async def test_research_socket_sends_history_and_snapshot_on_connect(alice, research) -> None:  # noqa: ANN001
+async def test_research_socket_sends_history_and_snapshot_on_connect(alice, research) -> None:
     communicator, connected = await connect(f"/ws/research/{research.pk}/", alice)
     assert connected
     message = await communicator.receive_json_from(timeout=TIMEOUT)
@@ -102,7 +102,7 @@ async def test_research_socket_sends_history_and_snapshot_on_connect(alice, rese
     await communicator.disconnect()
 
 
-async def test_research_socket_pushes_live_events_in_order_coalesced(alice, research) -> None:  # noqa: ANN001
+async def test_research_socket_pushes_live_events_in_order_coalesced(alice, research) -> None:
     # given a client holding the history
     communicator, connected = await connect(f"/ws/research/{research.pk}/", alice)
     assert connected
@@ -123,7 +123,7 @@ async def test_research_socket_pushes_live_events_in_order_coalesced(alice, rese
     await communicator.disconnect()
 
 
-async def test_catch_up_after_a_gap_returns_the_missing_events(alice, research) -> None:  # noqa: ANN001
+async def test_catch_up_after_a_gap_returns_the_missing_events(alice, research) -> None:
     # given a client that has seen only seq 1 (it missed the push of 2 and 3)
     communicator, connected = await connect(f"/ws/research/{research.pk}/", alice)
     assert connected
@@ -140,7 +140,7 @@ async def test_catch_up_after_a_gap_returns_the_missing_events(alice, research) 
     await communicator.disconnect()
 
 
-async def test_bad_catch_up_messages_are_ignored_and_the_socket_stays(alice, research) -> None:  # noqa: ANN001
+async def test_bad_catch_up_messages_are_ignored_and_the_socket_stays(alice, research) -> None:
     communicator, connected = await connect(f"/ws/research/{research.pk}/", alice)
     assert connected
     await communicator.receive_json_from(timeout=TIMEOUT)
@@ -156,7 +156,7 @@ async def test_bad_catch_up_messages_are_ignored_and_the_socket_stays(alice, res
     await communicator.disconnect()
 
 
-async def test_reconnect_with_after_gets_only_the_missed_events(alice, research) -> None:  # noqa: ANN001
+async def test_reconnect_with_after_gets_only_the_missed_events(alice, research) -> None:
     communicator, connected = await connect(f"/ws/research/{research.pk}/?after=2", alice)
     assert connected
     message = await communicator.receive_json_from(timeout=TIMEOUT)
@@ -165,7 +165,7 @@ async def test_reconnect_with_after_gets_only_the_missed_events(alice, research)
     await communicator.disconnect()
 
 
-async def test_strangers_socket_is_closed_without_data(mallory, research) -> None:  # noqa: ANN001
+async def test_strangers_socket_is_closed_without_data(mallory, research) -> None:
     communicator, connected = await connect(f"/ws/research/{research.pk}/", mallory)
     assert not connected
     assert await communicator.receive_nothing(timeout=0.5)
@@ -174,20 +174,20 @@ async def test_strangers_socket_is_closed_without_data(mallory, research) -> Non
     assert await communicator.receive_nothing(timeout=1)
 
 
-async def test_anonymous_sockets_are_closed_without_data(research) -> None:  # noqa: ANN001
+async def test_anonymous_sockets_are_closed_without_data(research) -> None:
     for path in (f"/ws/research/{research.pk}/", "/ws/research/"):
         communicator, connected = await connect(path, [(b"origin", ORIGIN)])
         assert not connected, path
         assert await communicator.receive_nothing(timeout=0.3)
 
 
-async def test_unknown_or_malformed_research_ids_are_refused(alice) -> None:  # noqa: ANN001
+async def test_unknown_or_malformed_research_ids_are_refused(alice) -> None:
     for research_id in (str(uuid.uuid4()), "not-a-uuid", "1"):
         communicator, connected = await connect(f"/ws/research/{research_id}/", alice)
         assert not connected, research_id
 
 
-async def test_foreign_or_missing_origin_is_refused(user, research) -> None:  # noqa: ANN001
+async def test_foreign_or_missing_origin_is_refused(user, research) -> None:
     cookie = (b"cookie", await database_sync_to_async(session_cookie)(user))
     for headers in ([cookie, (b"origin", b"http://evil.example")], [cookie, (b"origin", b"null")], [cookie]):
         for path in (f"/ws/research/{research.pk}/", "/ws/research/"):
@@ -196,7 +196,7 @@ async def test_foreign_or_missing_origin_is_refused(user, research) -> None:  # 
             assert await communicator.receive_nothing(timeout=0.2)
 
 
-async def test_sidebar_lists_own_research_and_follows_changes(alice, research, other_user) -> None:  # noqa: ANN001
+async def test_sidebar_lists_own_research_and_follows_changes(alice, research, other_user) -> None:
     # given someone else's research
     theirs = await database_sync_to_async(Research.objects.create)(owner=other_user, prompt="p", title="not yours")
     communicator, connected = await connect("/ws/research/", alice)
@@ -218,7 +218,7 @@ async def test_sidebar_lists_own_research_and_follows_changes(alice, research, o
     await communicator.disconnect()
 
 
-async def test_sidebar_asks_for_the_list_again_after_a_lost_push(alice, research) -> None:  # noqa: ANN001
+async def test_sidebar_asks_for_the_list_again_after_a_lost_push(alice, research) -> None:
     # given a sidebar socket holding the list
     communicator, connected = await connect("/ws/research/", alice)
     assert connected
@@ -242,9 +242,9 @@ async def test_sidebar_asks_for_the_list_again_after_a_lost_push(alice, research
     await communicator.disconnect()
 
 
-async def test_history_snapshot_is_read_with_its_events(alice, research, monkeypatch) -> None:  # noqa: ANN001
+async def test_history_snapshot_is_read_with_its_events(alice, research, monkeypatch) -> None:
     # given an event committed by another connection between the read of the events and that of the snapshot
-    real_build_snapshot = consumers.build_snapshot
+    real_build_snapshot = snapshot_module.build_snapshot
 
     def build_snapshot_after_a_commit(research_id: Any) -> dict[str, Any]:
         def worker() -> None:
@@ -256,7 +256,7 @@ async def test_history_snapshot_is_read_with_its_events(alice, research, monkeyp
         thread.join()
         return real_build_snapshot(research_id)
 
-    monkeypatch.setattr(consumers, "build_snapshot", build_snapshot_after_a_commit)
+    monkeypatch.setattr(snapshot_module, "build_snapshot", build_snapshot_after_a_commit)
     # when a client connects
     communicator, connected = await connect(f"/ws/research/{research.pk}/", alice)
     assert connected
@@ -267,7 +267,7 @@ async def test_history_snapshot_is_read_with_its_events(alice, research, monkeyp
     await communicator.disconnect()
 
 
-async def test_two_clients_get_the_same_pushes(alice, research) -> None:  # noqa: ANN001
+async def test_two_clients_get_the_same_pushes(alice, research) -> None:
     first, _ = await connect(f"/ws/research/{research.pk}/", alice)
     second, _ = await connect(f"/ws/research/{research.pk}/", alice)
     await asyncio.gather(first.receive_json_from(timeout=TIMEOUT), second.receive_json_from(timeout=TIMEOUT))

@@ -24,7 +24,7 @@ class FixedPortDaphne(DaphneServer):
         assert self.wait_ready(), "daphne did not come back"
 
 
-def test_reconnect_after_daphne_restart_gets_full_history(internet, workers, research_model, user, fake_llm) -> None:  # noqa: ANN001
+def test_reconnect_after_daphne_restart_gets_full_history(internet, workers, research_model, user, fake_llm) -> None:
     # given daphne, a logged-in user watching a running research
     env = process_env({**WORKER_ENV, **internet, **PLAIN_HTTP})
     server = FixedPortDaphne(env, name="daphne-restart").start()

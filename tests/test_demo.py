@@ -29,7 +29,7 @@ def unescape_markdown(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text).replace("&lt;", "<").replace("&gt;", ">")
 
 
-def load_demo_script():  # noqa: ANN201
+def load_demo_script():
     spec = importlib.util.spec_from_file_location("demo_script", ROOT / "scripts" / "demo.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -95,7 +95,7 @@ def test_demo_uses_its_own_database_and_redis_db_on_the_configured_servers() -> 
     assert demo.demo_service_urls(explicit) == ("postgres://x@h/d", "redis://h:1/3")
 
 
-def test_demo_on_postgresql_and_redis(tmp_path) -> None:  # noqa: ANN001
+def test_demo_on_postgresql_and_redis(tmp_path) -> None:
     redis_server = PrivateRedis().start()  # its own broker: the test run's workers must not take its tasks
     name = f"test_demo_{os.getpid()}"
     url = f"postgres://postgres@127.0.0.1:5432/{name}"
@@ -117,7 +117,7 @@ def test_demo_on_postgresql_and_redis(tmp_path) -> None:  # noqa: ANN001
             conn.execute(f'drop database if exists "{name}" with (force)')
 
 
-def test_demo_on_embedded_defaults_when_services_do_not_answer(tmp_path) -> None:  # noqa: ANN001
+def test_demo_on_embedded_defaults_when_services_do_not_answer(tmp_path) -> None:
     closed = free_port()  # nothing listens there: as if PostgreSQL and Redis were stopped
     output = run_demo(
         tmp_path,

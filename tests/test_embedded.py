@@ -37,7 +37,7 @@ def embedded_env(folder: Path, internet: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def test_research_runs_on_embedded_defaults(tmp_path, internet, research_model) -> None:  # noqa: ANN001
+def test_research_runs_on_embedded_defaults(tmp_path, internet, research_model) -> None:
     # given the embedded stack: migrated SQLite databases, a user, daphne, a worker and beat
     env = embedded_env(tmp_path, internet)
     manage = [sys.executable, "manage.py"]

@@ -20,7 +20,8 @@ from tests.support.e2e import start_research, wait_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# (breadth, depth, SERP queries): SPEC §2's table, written out rather than computed by the code under test.
+# (breadth, depth, SERP queries): the product's table of tree sizes, written out rather than computed by the
+# code under test.
 SHAPES = [(1, 1, 1), (2, 2, 4), (4, 2, 12), (2, 4, 8), (3, 3, 15)]
 
 
@@ -37,7 +38,7 @@ def assert_tree_shape(research_id: str, breadth: int, depth: int, total: int) ->
 
 @pytest.mark.parametrize(("breadth", "depth", "total"), SHAPES)
 @pytest.mark.parametrize("model", ["exact", "too_many", "too_few"])
-def test_query_totals_are_exact(api, workers, research_model, fake_llm, breadth, depth, total, model) -> None:  # noqa: ANN001
+def test_query_totals_are_exact(api, workers, research_model, fake_llm, breadth, depth, total, model) -> None:
     # given a model that may return more or fewer queries than asked
     fake_llm.array_len = {"exact": None, "too_many": lambda name, path, n: n + 2, "too_few": 1}[model]
     # when
@@ -58,7 +59,7 @@ def test_query_totals_are_exact(api, workers, research_model, fake_llm, breadth,
     )
 
 
-def test_research_runs_to_a_cited_report(api, workers, research_model, fake_web) -> None:  # noqa: ANN001
+def test_research_runs_to_a_cited_report(api, workers, research_model, fake_web) -> None:
     # when
     research_id = start_research(api, 2, 2)
     research = wait_finished(research_id)
@@ -78,7 +79,7 @@ def test_research_runs_to_a_cited_report(api, workers, research_model, fake_web)
 
 def test_url_is_fetched_once_per_research_and_analysed_per_objective(
     api, workers, research_model, fake_web, fake_searx, fake_llm
-) -> None:  # noqa: ANN001, E501
+) -> None:
     # given a search engine that returns the same three pages for every query
     paths = ["/page/shared-one", "/page/shared-two", "/page/shared-three"]
     fake_searx.results_for = lambda q: [fake_web.url + p for p in paths]

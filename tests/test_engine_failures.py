@@ -10,7 +10,7 @@ from tests.support.e2e import start_research, wait_finished
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_bad_pages_fail_with_reasons_and_research_completes(api, workers, research_model, fake_web, fake_searx) -> None:  # noqa: ANN001
+def test_bad_pages_fail_with_reasons_and_research_completes(api, workers, research_model, fake_web, fake_searx) -> None:
     # given one good page among pages that fail in every way
     bad = {
         "/status/404": "http_error",
@@ -36,7 +36,7 @@ def test_bad_pages_fail_with_reasons_and_research_completes(api, workers, resear
     assert failed_events == len(bad)
 
 
-def test_ssrf_targets_are_refused_and_canary_gets_nothing(api, workers, research_model, fake_web, fake_searx) -> None:  # noqa: ANN001
+def test_ssrf_targets_are_refused_and_canary_gets_nothing(api, workers, research_model, fake_web, fake_searx) -> None:
     with Canary() as canary:
         # given search results that point at private and loopback addresses in many spellings (six plus one
         # good page: a query keeps 7 results; tests/test_fetch.py covers more spellings)
@@ -66,7 +66,7 @@ def test_ssrf_targets_are_refused_and_canary_gets_nothing(api, workers, research
 
 def test_search_down_fails_research_with_complete_error_output(
     api, workers, research_model, fake_web, fake_searx
-) -> None:  # noqa: ANN001
+) -> None:
     # given a search engine that answers the top-level queries, then breaks for good
     def results(query: str) -> list[str]:
         if " / " in query:
@@ -103,7 +103,7 @@ def test_search_down_fails_research_with_complete_error_output(
     assert response.status_code == 200 and response.content.decode() == output
 
 
-def test_fabricated_urls_and_quotes_do_not_survive(api, workers, research_model) -> None:  # noqa: ANN001
+def test_fabricated_urls_and_quotes_do_not_survive(api, workers, research_model) -> None:
     # given a model that invents a source URL, a source number and a quote in every answer
     research_model.fabricate = True
     # when
@@ -125,7 +125,7 @@ def test_fabricated_urls_and_quotes_do_not_survive(api, workers, research_model)
     assert set(cited_urls(report.markdown)) <= analysed
 
 
-def test_model_429_500_and_invalid_json_are_retried(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+def test_model_429_500_and_invalid_json_are_retried(api, workers, research_model, fake_llm) -> None:
     # given a model that rate-limits, errors and talks nonsense once each, early in the research
     fake_llm.fail_next(1, status=429, retry_after=0.5)
     fake_llm.fail_next(1, status=500)

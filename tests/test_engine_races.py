@@ -23,7 +23,7 @@ def types_after(research_id: str, event_type: str) -> list[str]:
     return list(Event.objects.filter(research_id=research_id, seq__gt=seq).values_list("type", flat=True))
 
 
-def test_cancel_while_planning_adds_no_queries(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+def test_cancel_while_planning_adds_no_queries(api, workers, research_model, fake_llm) -> None:
     # given a model that takes 2 s to plan, and a research whose first planning call is under way
     fake_llm.delays["serp_queries"] = 2.0
     research_id = start_research(api, 2, 2)
@@ -37,7 +37,7 @@ def test_cancel_while_planning_adds_no_queries(api, workers, research_model, fak
     assert not SerpQuery.objects.filter(research_id=research_id, status__in=["pending", "searching"]).exists()
 
 
-def test_cancel_while_the_report_is_written_stores_no_report(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+def test_cancel_while_the_report_is_written_stores_no_report(api, workers, research_model, fake_llm) -> None:
     # given a research whose report the model takes 2 s to write
     fake_llm.delays["research_report"] = 2.0
     research_id = start_research(api, 1, 1)
@@ -52,7 +52,7 @@ def test_cancel_while_the_report_is_written_stores_no_report(api, workers, resea
     assert "report_writing_successful" not in types_after(research_id, "research_cancelled")
 
 
-def test_report_task_delivered_again_while_it_runs_writes_once(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+def test_report_task_delivered_again_while_it_runs_writes_once(api, workers, research_model, fake_llm) -> None:
     # given a report that takes 2 s to write, and is being written
     fake_llm.delays["research_report"] = 2.0
     research_id = start_research(api, 1, 1)
@@ -70,7 +70,7 @@ def test_report_task_delivered_again_while_it_runs_writes_once(api, workers, res
     assert Document.objects.filter(research=research, kind="report").count() == 1
 
 
-def test_report_that_fails_on_every_try_fails_the_research(api, workers, research_model, fake_llm) -> None:  # noqa: ANN001
+def test_report_that_fails_on_every_try_fails_the_research(api, workers, research_model, fake_llm) -> None:
     # given a model that answers every report request with a server error (held 1 s, so the switch is in place
     # before the first of them is answered)
     fake_llm.delays["research_report"] = 1.0

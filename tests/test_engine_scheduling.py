@@ -15,7 +15,7 @@ from workers import tasks
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_child_of_fast_branch_starts_before_slow_sibling_finishes(api, workers, research_model, fake_searx) -> None:  # noqa: ANN001
+def test_child_of_fast_branch_starts_before_slow_sibling_finishes(api, workers, research_model, fake_searx) -> None:
     # given two top-level queries, one of which the search engine answers slowly
     research_model.top_names = ["slow branch", "fast branch"]
     fake_searx.delays = [("slow branch", 4.0)]
@@ -39,7 +39,7 @@ def deadlocks() -> int:
         return cursor.fetchone()[0]
 
 
-def test_duplicate_deliveries_change_nothing(api, workers, research_model) -> None:  # noqa: ANN001
+def test_duplicate_deliveries_change_nothing(api, workers, research_model) -> None:
     # given a running research whose every task we deliver again, over and over, while it runs
     deadlocks_before = deadlocks()
     research_id = start_research(api, 3, 2)
@@ -73,7 +73,7 @@ def test_duplicate_deliveries_change_nothing(api, workers, research_model) -> No
     assert types.count("analyzed_a_website") + types.count("website_failed") == websites
 
 
-def test_cancel_stops_queued_work(api, workers, research_model, fake_searx) -> None:  # noqa: ANN001
+def test_cancel_stops_queued_work(api, workers, research_model, fake_searx) -> None:
     # given a research slowed down so that it is mid-way when cancelled
     fake_searx.delay = 0.5
     research_id = start_research(api, 3, 3)
@@ -96,7 +96,7 @@ def test_cancel_stops_queued_work(api, workers, research_model, fake_searx) -> N
     assert not Event.objects.filter(research=research, seq__gt=cancelled_seq).exists()
 
 
-def test_time_budget_fails_research_with_error_output(api, workers, research_model, fake_searx) -> None:  # noqa: ANN001
+def test_time_budget_fails_research_with_error_output(api, workers, research_model, fake_searx) -> None:
     # given a research that has (as far as the database says) been running for longer than its budget
     fake_searx.delay = 0.5
     research_id = start_research(api, 2, 3)
@@ -115,7 +115,7 @@ def test_time_budget_fails_research_with_error_output(api, workers, research_mod
 
 
 @pytest.mark.slow
-def test_breadth_5_depth_5_completes_with_110_queries(api, workers, research_model) -> None:  # noqa: ANN001
+def test_breadth_5_depth_5_completes_with_110_queries(api, workers, research_model) -> None:
     research = wait_finished(start_research(api, 5, 5), timeout=600)
     assert research.status == ResearchStatus.COMPLETED, research.error
     assert SerpQuery.objects.filter(research=research, status="done").count() == 110

@@ -8,13 +8,14 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
-from research.events import record_event, research_group, user_group
+from research.events import record_event
 from research.models import Event, Research
+from research.push import research_group, user_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_50_concurrent_record_event_calls_give_seq_1_to_50(user) -> None:  # noqa: ANN001
+def test_50_concurrent_record_event_calls_give_seq_1_to_50(user) -> None:
     # given
     research = Research.objects.create(owner=user, prompt="p", title="t")
     start = threading.Barrier(50)
@@ -46,7 +47,7 @@ def test_50_concurrent_record_event_calls_give_seq_1_to_50(user) -> None:  # noq
     assert research.last_event_seq == 50
 
 
-def test_rolled_back_event_leaves_no_gap(user) -> None:  # noqa: ANN001
+def test_rolled_back_event_leaves_no_gap(user) -> None:
     research = Research.objects.create(owner=user, prompt="p", title="t")
     record_event(research.pk, "research_started")
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -59,7 +60,7 @@ def test_rolled_back_event_leaves_no_gap(user) -> None:  # noqa: ANN001
     ]
 
 
-def test_event_is_pushed_with_snapshot_after_commit(user) -> None:  # noqa: ANN001
+def test_event_is_pushed_with_snapshot_after_commit(user) -> None:
     # given two listeners on the research group and the owner's group
     research = Research.objects.create(owner=user, prompt="p", title="pushed")
     layer = get_channel_layer()
@@ -84,7 +85,7 @@ def test_event_is_pushed_with_snapshot_after_commit(user) -> None:  # noqa: ANN0
     }
 
 
-def test_push_waits_for_commit_and_a_rolled_back_event_is_never_pushed(user, settings) -> None:  # noqa: ANN001
+def test_push_waits_for_commit_and_a_rolled_back_event_is_never_pushed(user, settings) -> None:
     # given a listener on the research's group
     settings.PUSH_INTERVAL = 0.05
     research = Research.objects.create(owner=user, prompt="p", title="t")

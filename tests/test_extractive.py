@@ -5,12 +5,13 @@ import re
 import jsonschema
 import pytest
 
-from workers.agents import extractive, lexical, report_writer
+from research.text import lexical
+from research.text.page_text import extract_page
+from research.text.quotes import PageText, normalise
+from workers.agents import extractive, report_writer
 from workers.agents.query_generator import Ancestor
 from workers.agents.report_writer import SourceNote
-from workers.clients.page_text import extract_page
 from workers.pipeline.citations import cited_urls, render_report
-from workers.pipeline.quotes import PageText, normalise
 
 PROMPT = (
     "How should a Python program run work concurrently: threads, processes or asyncio, and what do the standard "

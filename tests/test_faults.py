@@ -56,10 +56,10 @@ class Stack:
     beat: Beat
 
     @property
-    def app(self):  # noqa: ANN201
+    def app(self):
         return celery_app_for(self.redis.url)
 
-    def start(self, owner, breadth: int, depth: int) -> str:  # noqa: ANN001
+    def start(self, owner, breadth: int, depth: int) -> str:
         """Queue a research the way the API does, on this stack's broker."""
         research = Research.objects.create(
             owner=owner,
@@ -84,7 +84,7 @@ def make_stack(internet: dict[str, str], extra: dict[str, str] | None = None, wo
 
 
 @pytest.fixture
-def stack(internet, transactional_db, research_model) -> Iterator[Stack]:  # noqa: ANN001
+def stack(internet, transactional_db, research_model) -> Iterator[Stack]:
     built = make_stack(internet)
     yield built
     built.beat.stop()
@@ -102,7 +102,7 @@ def assert_complete_and_exact(research_id: str, breadth: int, depth: int) -> Non
     assert not Website.objects.filter(research=research, status__in=UNFINISHED_WEBSITE).exists()
 
 
-def test_kill_9_worker_mid_research(stack, user, fake_llm, fake_searx) -> None:  # noqa: ANN001
+def test_kill_9_worker_mid_research(stack, user, fake_llm, fake_searx) -> None:
     # given a research in full flight on two workers
     fake_llm.delays["website_analysis"] = 0.4
     fake_searx.delay = 0.2
@@ -127,7 +127,7 @@ def test_kill_9_worker_mid_research(stack, user, fake_llm, fake_searx) -> None: 
     assert Event.objects.filter(research_id=research_id, type="report_writing_start").count() == 1
 
 
-def test_redis_restart_mid_research(stack, user, fake_llm) -> None:  # noqa: ANN001
+def test_redis_restart_mid_research(stack, user, fake_llm) -> None:
     fake_llm.delays["website_analysis"] = 0.3
     research_id = stack.start(user, 3, 2)
     wait_until(lambda: Website.objects.filter(research_id=research_id).count() >= 7, 60, "websites")
@@ -141,7 +141,7 @@ def test_redis_restart_mid_research(stack, user, fake_llm) -> None:  # noqa: ANN
     assert_complete_and_exact(research_id, 3, 2)
 
 
-def test_queued_messages_deleted_mid_research(stack, user, fake_llm) -> None:  # noqa: ANN001
+def test_queued_messages_deleted_mid_research(stack, user, fake_llm) -> None:
     fake_llm.delays["website_analysis"] = 0.3
     research_id = stack.start(user, 3, 2)
     wait_until(lambda: Website.objects.filter(research_id=research_id).count() >= 7, 60, "websites")
@@ -152,7 +152,7 @@ def test_queued_messages_deleted_mid_research(stack, user, fake_llm) -> None:  #
     assert_complete_and_exact(research_id, 3, 2)
 
 
-def test_postgres_restart_mid_research(internet, research_model, fake_llm) -> None:  # noqa: ANN001
+def test_postgres_restart_mid_research(internet, research_model, fake_llm) -> None:
     # given a whole private stack: its own PostgreSQL, Redis, workers and beat
     postgres = PrivatePostgres().start()
     private = PrivateRedis().start()
@@ -240,7 +240,7 @@ def record_admissions(url: str, prefix: str, admitted: list[int], ready: threadi
 
 def test_rate_limiter_holds_across_workers_with_half_the_calls_429(
     internet, transactional_db, research_model, user, fake_llm
-) -> None:  # noqa: ANN001
+) -> None:
     # given two workers sharing a limit of 5 model calls a second, and a model answering 429 to every other call
     limit = 5
     built = make_stack(internet, {"LLM_RATE_LIMIT": str(limit), "LLM_MAX_RETRIES": "8"})
@@ -280,7 +280,7 @@ def test_rate_limiter_holds_across_workers_with_half_the_calls_429(
     assert len(times) <= limit * (span + 1), f"{len(times)} calls in {span:.1f} s"
 
 
-def test_hostile_pages_cost_nothing(stack, user, fake_web, fake_searx) -> None:  # noqa: ANN001
+def test_hostile_pages_cost_nothing(stack, user, fake_web, fake_searx) -> None:
     with Canary() as canary:
         # given search results that are all hostile in a different way
         hostile = {
@@ -316,7 +316,7 @@ def test_hostile_pages_cost_nothing(stack, user, fake_web, fake_searx) -> None: 
         assert canary.hits == 0
 
 
-def test_openai_key_never_leaks(internet, transactional_db, research_model, user, api, fake_llm) -> None:  # noqa: ANN001
+def test_openai_key_never_leaks(internet, transactional_db, research_model, user, api, fake_llm) -> None:
     # given workers holding a recognisable key, logging at INFO
     key = f"sk-canary-{uuid.uuid4().hex}"
     built = make_stack(internet, {"OPENAI_API_KEY": key, "LOG_LEVEL": "INFO"})

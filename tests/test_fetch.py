@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from research.text.page_text import decode_body, extract_page, extract_text
 from tests.fakes import Canary, FakeWeb
 from tests.fakes.web import gzip_bomb
 from workers.clients import netguard
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.netguard import endpoint_key, is_public_address, normalize_allowed
-from workers.clients.page_text import decode_body, extract_page, extract_text
 
 MB = 1 << 20
 

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def research(user) -> Research:  # noqa: ANN001
+def research(user) -> Research:
     research = Research.objects.create(
         owner=user, prompt="p", title="mine", status=ResearchStatus.RUNNING, breadth=1, depth=1
     )
@@ -29,12 +29,12 @@ def per_research_requests(research_id: str) -> list[tuple[str, str, dict | None]
     ]
 
 
-def test_owner_reaches_every_endpoint(api, research) -> None:  # noqa: ANN001
+def test_owner_reaches_every_endpoint(api, research) -> None:
     for method, path, _ in per_research_requests(str(research.pk))[:4]:
         assert getattr(api, method)(path).status_code == 200, path
 
 
-def test_stranger_gets_404_everywhere(stranger, research) -> None:  # noqa: ANN001
+def test_stranger_gets_404_everywhere(stranger, research) -> None:
     for method, path, body in per_research_requests(str(research.pk)):
         if body is None:
             response = getattr(stranger, method)(path)
@@ -47,7 +47,7 @@ def test_stranger_gets_404_everywhere(stranger, research) -> None:  # noqa: ANN0
     assert research.status == ResearchStatus.RUNNING
 
 
-def test_anonymous_api_is_401(research) -> None:  # noqa: ANN001
+def test_anonymous_api_is_401(research) -> None:
     client = Client()
     paths = [("get", "/api/research", None), ("post", "/api/research/questions", None)]
     for method, path, _ in paths + per_research_requests(str(research.pk)):
@@ -64,12 +64,12 @@ def test_anonymous_pages_redirect_to_login() -> None:
         assert "/login/" in response["Location"]
 
 
-def test_login_page_and_logged_in_home(api) -> None:  # noqa: ANN001
+def test_login_page_and_logged_in_home(api) -> None:
     assert Client().get("/accounts/login/").status_code == 200
     assert api.get("/").status_code == 200
 
 
-def test_signup_hidden_unless_enabled(settings, django_user_model) -> None:  # noqa: ANN001
+def test_signup_hidden_unless_enabled(settings, django_user_model) -> None:
     settings.ALLOW_SIGNUP = False
     assert Client().get("/accounts/signup/").status_code == 404
     settings.ALLOW_SIGNUP = True
@@ -86,7 +86,7 @@ STATE_CHANGING = ["questions", "start", "cancel", "logout", "signup"]
 
 
 @pytest.mark.parametrize("endpoint", STATE_CHANGING)
-def test_post_without_csrf_token_is_refused(endpoint, user, research, settings, django_user_model) -> None:  # noqa: ANN001
+def test_post_without_csrf_token_is_refused(endpoint, user, research, settings, django_user_model) -> None:
     # given a signed-in user (an anonymous one for sign-up, which is enabled), and no CSRF token
     settings.ALLOW_SIGNUP = True
     awaiting = Research.objects.create(

@@ -29,12 +29,12 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.text.quotes import PageText, normalise
 from tests.support.collection_files import write_mixed_folder
 from tests.support.e2e import WORKER_ENV, settle, wait_finished
 from tests.support.private_services import PrivateRedis
 from workers.pipeline.citations import cited_urls
 from workers.pipeline.followups import generate_followups
-from workers.pipeline.quotes import PageText, normalise
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -54,7 +54,7 @@ class OfflineStack:
     daphne: DaphneServer
     pool: WorkerPool
 
-    def run(self, owner, prompt: str, breadth: int, depth: int, questions: int = 2) -> Research:  # noqa: ANN001
+    def run(self, owner, prompt: str, breadth: int, depth: int, questions: int = 2) -> Research:
         """Ask the engine's questions, answer them, queue the research and wait for it to end."""
         research = Research.objects.create(
             owner=owner, prompt=prompt, title=prompt[:200], num_questions=questions, engine="extractive"
@@ -70,7 +70,7 @@ class OfflineStack:
 
 
 @pytest.fixture(scope="module")
-def offline_stack(django_db_setup, django_db_blocker) -> Iterator[OfflineStack]:  # noqa: ANN001
+def offline_stack(django_db_setup, django_db_blocker) -> Iterator[OfflineStack]:
     private = PrivateRedis().start()
     base = {**WORKER_ENV, **OFFLINE_ENV, "REDIS_URL": private.url}
     with django_db_blocker.unblock():
@@ -118,7 +118,7 @@ def assert_report_rests_on_the_collection(research: Research, daphne_url: str) -
     return report.markdown
 
 
-def test_offline_research_over_a_folder_of_mixed_files(offline, user, tmp_path: Path) -> None:  # noqa: ANN001
+def test_offline_research_over_a_folder_of_mixed_files(offline, user, tmp_path: Path) -> None:
     # given a collection of HTML, Markdown, text and PDF files
     write_mixed_folder(tmp_path)
     call_command("index_documents", str(tmp_path), stdout=io.StringIO())
@@ -132,7 +132,7 @@ def test_offline_research_over_a_folder_of_mixed_files(offline, user, tmp_path: 
     assert "seasonal performance factor" in markdown
 
 
-def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path) -> None:  # noqa: ANN001
+def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path) -> None:
     # given the demo's collection: the standard library's documentation, rendered by pydoc
     sys.path.insert(0, str(ROOT / "scripts"))
     try:

@@ -6,9 +6,9 @@ from html.parser import HTMLParser
 import pytest
 from django.test import Client
 
-from research.middleware import CONTENT_SECURITY_POLICY
 from research.models import Document, DocumentKind, Research, ResearchStatus
-from research.rendering import render_markdown
+from research.web.middleware import CONTENT_SECURITY_POLICY
+from research.web.rendering import render_markdown
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +54,7 @@ def assert_inert(html: str) -> None:
 
 
 @pytest.fixture
-def research(user) -> Research:  # noqa: ANN001
+def research(user) -> Research:
     research = Research.objects.create(owner=user, prompt="p", title="t", status=ResearchStatus.COMPLETED)
     Document.objects.create(research=research, kind=DocumentKind.REPORT, markdown=HOSTILE_MARKDOWN)
     Document.objects.create(
@@ -82,7 +82,7 @@ def test_render_markdown_makes_hostile_content_inert_text() -> None:
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
-def test_report_html_for_the_owner_only(api, stranger, research) -> None:  # noqa: ANN001
+def test_report_html_for_the_owner_only(api, stranger, research) -> None:
     for path in (f"/api/research/{research.pk}/report.html", f"/api/research/{research.pk}/error-output.html"):
         response = api.get(path)
         assert response.status_code == 200, path
@@ -92,13 +92,13 @@ def test_report_html_for_the_owner_only(api, stranger, research) -> None:  # noq
         assert Client().get(path).status_code == 401
 
 
-def test_report_html_is_404_until_written(api, user) -> None:  # noqa: ANN001
+def test_report_html_is_404_until_written(api, user) -> None:
     research = Research.objects.create(owner=user, prompt="p", title="t", status=ResearchStatus.RUNNING)
     assert api.get(f"/api/research/{research.pk}/report.html").status_code == 404
     assert api.get(f"/api/research/{research.pk}/error-output.html").status_code == 404
 
 
-def test_research_page_for_the_owner_only(api, stranger, research) -> None:  # noqa: ANN001
+def test_research_page_for_the_owner_only(api, stranger, research) -> None:
     path = f"/research/{research.pk}/"
     response = api.get(path)
     assert response.status_code == 200
@@ -108,7 +108,7 @@ def test_research_page_for_the_owner_only(api, stranger, research) -> None:  # n
     assert anonymous.status_code == 302 and "/accounts/login/" in anonymous["Location"]
 
 
-def test_every_response_carries_the_content_security_policy(api, research, admin_client) -> None:  # noqa: ANN001
+def test_every_response_carries_the_content_security_policy(api, research, admin_client) -> None:
     responses = [
         api.get("/"),
         api.get(f"/research/{research.pk}/"),
@@ -127,7 +127,7 @@ def test_every_response_carries_the_content_security_policy(api, research, admin
     assert "unsafe-inline" not in CONTENT_SECURITY_POLICY and "unsafe-eval" not in CONTENT_SECURITY_POLICY
 
 
-def test_pages_have_no_inline_script_style_or_handler(api) -> None:  # noqa: ANN001
+def test_pages_have_no_inline_script_style_or_handler(api) -> None:
     pages = [api.get("/").content.decode(), Client().get("/accounts/login/").content.decode()]
     for html in pages:
         tags = tags_of(html)

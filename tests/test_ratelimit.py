@@ -10,7 +10,7 @@ from workers.clients.fetch import fetch_page
 from workers.clients.ratelimit import host_slot
 
 
-def test_host_slot_caps_concurrent_fetches_of_one_host(fakes, fake_web) -> None:  # noqa: ANN001
+def test_host_slot_caps_concurrent_fetches_of_one_host(fakes, fake_web) -> None:
     # given six threads (as from several workers) fetching a page that takes 0.5 s, two at a time per host
     url = fake_web.add_page("/polite", fake_web.page_html("polite"), delay=0.5)
     host = f"{fake_web.host_port}-{uuid.uuid4().hex}"  # a key of this test's own
@@ -35,7 +35,7 @@ def test_host_slot_caps_concurrent_fetches_of_one_host(fakes, fake_web) -> None:
     assert time.monotonic() - started >= 1.5
 
 
-def test_slot_of_a_dead_holder_expires(fakes) -> None:  # noqa: ANN001
+def test_slot_of_a_dead_holder_expires(fakes) -> None:
     # given the only slot of a host taken by a holder that died before giving it back (its `finally` never runs)
     host = f"dead-holder-{uuid.uuid4().hex}.example"
     dead = host_slot(host, 1, lease_seconds=1.5, max_wait=1)

@@ -14,15 +14,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def running(user) -> Research:  # noqa: ANN001
+def running(user) -> Research:
     return running_research(user, breadth=2, depth=2)
 
 
-def ago(seconds: float):  # noqa: ANN201
+def ago(seconds: float):
     return timezone.now() - timedelta(seconds=seconds)
 
 
-def test_stuck_rows_are_requeued_once_per_lease(running, published, settings) -> None:  # noqa: ANN001
+def test_stuck_rows_are_requeued_once_per_lease(running, published, settings) -> None:
     # given a query stuck searching (its worker died) and a website whose publish was lost
     settings.LEASE_SECONDS = 60
     query = SerpQuery.objects.create(
@@ -59,7 +59,7 @@ def test_stuck_rows_are_requeued_once_per_lease(running, published, settings) ->
     assert fresh.attempts == 0  # a live lease is left alone
 
 
-def test_row_stuck_past_max_attempts_fails_with_reason(running, settings) -> None:  # noqa: ANN001
+def test_row_stuck_past_max_attempts_fails_with_reason(running, settings) -> None:
     # given a website that has been re-queued MAX_ATTEMPTS times and is stuck again
     settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
     query = SerpQuery.objects.create(
@@ -92,7 +92,7 @@ def test_row_stuck_past_max_attempts_fails_with_reason(running, settings) -> Non
     assert running.events.filter(type="website_failed").count() == 1
 
 
-def test_search_stuck_past_max_attempts_is_critical(running, settings) -> None:  # noqa: ANN001
+def test_search_stuck_past_max_attempts_is_critical(running, settings) -> None:
     settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 2
     SerpQuery.objects.create(
         research=running,
@@ -110,7 +110,7 @@ def test_search_stuck_past_max_attempts_is_critical(running, settings) -> None: 
     assert Document.objects.filter(research=running, kind="error_output").exists()
 
 
-def test_lost_report_publish_and_stuck_report_are_retried(user, published, settings) -> None:  # noqa: ANN001
+def test_lost_report_publish_and_stuck_report_are_retried(user, published, settings) -> None:
     settings.LEASE_SECONDS, settings.REPORT_LEASE_SECONDS = 60, 60
     finished = Research.objects.create(
         owner=user,
@@ -152,7 +152,7 @@ def test_lost_report_publish_and_stuck_report_are_retried(user, published, setti
     assert finished.pk != stuck.pk
 
 
-def test_research_past_token_budget_fails(running, settings) -> None:  # noqa: ANN001
+def test_research_past_token_budget_fails(running, settings) -> None:
     settings.RESEARCH_TOKEN_BUDGET = 1000
     Research.objects.filter(pk=running.pk).update(prompt_tokens=900, completion_tokens=200)
     sweep()
@@ -175,7 +175,7 @@ def assert_failed_critically(research: Research, reason: str, says: str) -> None
     assert research.events.filter(type="research_failed", data__reason=reason).count() == 1
 
 
-def test_start_lost_past_max_attempts_fails_the_research(user, published, settings) -> None:  # noqa: ANN001
+def test_start_lost_past_max_attempts_fails_the_research(user, published, settings) -> None:
     # given a queued research whose start task never runs
     settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
     research = Research.objects.create(
@@ -189,7 +189,7 @@ def test_start_lost_past_max_attempts_fails_the_research(user, published, settin
     assert_failed_critically(research, "start_failed", "queued 4 times and no worker took it up")
 
 
-def test_top_level_planning_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:  # noqa: ANN001
+def test_top_level_planning_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:
     # given a running research that never got its top-level queries
     settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
     # when
@@ -200,7 +200,7 @@ def test_top_level_planning_lost_past_max_attempts_fails_the_research(running, p
     assert_failed_critically(running, "planning_failed", "no top-level queries after 3 attempts")
 
 
-def test_child_planning_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:  # noqa: ANN001
+def test_child_planning_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:
     # given a finished top-level query whose children are never planned (the research is depth 2)
     settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
     query = SerpQuery.objects.create(
@@ -214,7 +214,7 @@ def test_child_planning_lost_past_max_attempts_fails_the_research(running, publi
     assert_failed_critically(running, "planning_failed", "no queries under “heat pumps” after 3 attempts")
 
 
-def test_report_publish_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:  # noqa: ANN001
+def test_report_publish_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:
     # given a research whose every query is done, but whose report task never runs
     settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
     Research.objects.filter(pk=running.pk).update(pending_queries=0)
@@ -229,7 +229,7 @@ def test_report_publish_lost_past_max_attempts_fails_the_research(running, publi
     assert_failed_critically(running, "report_failed", "no report after 3 attempts")
 
 
-def test_a_research_that_starts_counts_its_planning_attempts_from_zero(user, published) -> None:  # noqa: ANN001
+def test_a_research_that_starts_counts_its_planning_attempts_from_zero(user, published) -> None:
     # given a research the sweeper had to re-queue twice before a worker started it
     research = Research.objects.create(
         owner=user, prompt="p", title="t", status=ResearchStatus.QUEUED, breadth=1, depth=1, attempts=2

@@ -20,7 +20,7 @@ def test_snapshot_schema_is_itself_valid() -> None:
     jsonschema.Draft202012Validator.check_schema(snapshot_schema())
 
 
-def test_snapshot_of_small_and_large_trees_validates_with_same_query_count(user) -> None:  # noqa: ANN001
+def test_snapshot_of_small_and_large_trees_validates_with_same_query_count(user) -> None:
     # given
     small = build_tree(user, breadth=1, depth=1)
     large = build_tree(user, breadth=5, depth=5)
@@ -42,7 +42,7 @@ def test_snapshot_of_small_and_large_trees_validates_with_same_query_count(user)
     assert "t t t t" not in json.dumps(large_snapshot)
 
 
-def test_snapshots_of_draft_and_failed_research_validate(user) -> None:  # noqa: ANN001
+def test_snapshots_of_draft_and_failed_research_validate(user) -> None:
     # a draft: no breadth, depth, queries or documents yet
     draft = Research.objects.create(owner=user, prompt="p", title="t", status=ResearchStatus.DRAFT)
     validate(build_snapshot(draft.pk))
@@ -58,14 +58,14 @@ def test_snapshots_of_draft_and_failed_research_validate(user) -> None:  # noqa:
     assert snapshot["progress"]["websites_failed"] == 4
 
 
-def test_snapshot_timestamps_are_checked(user) -> None:  # noqa: ANN001
+def test_snapshot_timestamps_are_checked(user) -> None:
     snapshot = build_snapshot(build_tree(user, breadth=1, depth=1).pk)
     snapshot["research"]["created_at"] = "yesterday"
     with pytest.raises(jsonschema.ValidationError):
         validate(snapshot)
 
 
-def test_api_detail_is_the_snapshot(api, user) -> None:  # noqa: ANN001
+def test_api_detail_is_the_snapshot(api, user) -> None:
     research = build_tree(user, breadth=2, depth=2, websites_per_query=2)
     body = api.get(f"/api/research/{research.pk}").json()
     validate(body)

@@ -7,11 +7,12 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from research import lifecycle
 from research.events import record_event
 from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from tests.support.factories import running_research
 from workers.errors import ResearchStopped
-from workers.pipeline import lifecycle, progress
+from workers.pipeline import progress
 from workers.pipeline.recovery import sweep
 from workers.pipeline.tree_writes import tree_transaction
 from workers.pipeline.usage import add_usage
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def running(user) -> Research:  # noqa: ANN001
+def running(user) -> Research:
     return running_research(user, breadth=2, depth=1)
 
 
@@ -42,7 +43,7 @@ def query_with_websites(research: Research, position: int, websites: int) -> Ser
     return query
 
 
-def test_events_and_counters_land_in_one_update_at_the_end(running, published) -> None:  # noqa: ANN001
+def test_events_and_counters_land_in_one_update_at_the_end(running, published) -> None:
     # given a research with one event already recorded and both its queries one website from done
     record_event(running.pk, "research_started")
     first, second = query_with_websites(running, 0, 1), query_with_websites(running, 1, 1)
@@ -73,14 +74,14 @@ def test_events_and_counters_land_in_one_update_at_the_end(running, published) -
     assert published.count("workers.tasks.plan_queries_task") == 0  # depth 1: no children to plan
 
 
-def test_a_transaction_that_changes_nothing_leaves_the_research_row_alone(running) -> None:  # noqa: ANN001
+def test_a_transaction_that_changes_nothing_leaves_the_research_row_alone(running) -> None:
     before = Research.objects.values_list("updated_at", "last_event_seq").get(pk=running.pk)
     with tree_transaction(running.pk):
         pass
     assert Research.objects.values_list("updated_at", "last_event_seq").get(pk=running.pk) == before
 
 
-def test_a_step_that_ends_after_cancel_rolls_back_whole(running) -> None:  # noqa: ANN001
+def test_a_step_that_ends_after_cancel_rolls_back_whole(running) -> None:
     # given a step that has written tree rows when the research is cancelled
     query = query_with_websites(running, 0, 2)
     website = Website.objects.filter(query=query).first()
@@ -114,7 +115,7 @@ def test_a_step_that_ends_after_cancel_rolls_back_whole(running) -> None:  # noq
     assert list(Event.objects.filter(research=running).values_list("type", flat=True)) == ["research_cancelled"]
 
 
-def test_the_sweeper_stops_the_rows_a_dead_canceller_left(running, published, settings) -> None:  # noqa: ANN001
+def test_the_sweeper_stops_the_rows_a_dead_canceller_left(running, published, settings) -> None:
     # given a research whose status changed to cancelled, but whose worker died before stopping its rows
     settings.LEASE_SECONDS = 60
     query = query_with_websites(running, 0, 3)

@@ -29,7 +29,7 @@ SENTENCE = "Heat pumps kept working at minus twenty degrees in the Nordic field 
 
 
 @pytest.fixture
-def running(user) -> Research:  # noqa: ANN001
+def running(user) -> Research:
     return running_research(user, breadth=2, depth=1)
 
 
@@ -55,7 +55,7 @@ def ready_website(research: Research) -> Website:
     )
 
 
-def test_analysis_run_again_after_its_lease_ran_out_counts_its_tokens_once(running, monkeypatch) -> None:  # noqa: ANN001
+def test_analysis_run_again_after_its_lease_ran_out_counts_its_tokens_once(running, monkeypatch) -> None:
     # given a website ready for analysis, and a model call (10 + 5 tokens) so slow that its lease runs out and the
     # sweeper hands the website to a second delivery, which runs to the end meanwhile
     website = ready_website(running)
@@ -77,7 +77,7 @@ def test_analysis_run_again_after_its_lease_ran_out_counts_its_tokens_once(runni
     assert usage(running) == (10, 5)
 
 
-def test_second_delivery_during_an_analysis_does_nothing(running, monkeypatch) -> None:  # noqa: ANN001
+def test_second_delivery_during_an_analysis_does_nothing(running, monkeypatch) -> None:
     # given an analysis under way, and the same task delivered again (another worker) during its model call
     website = ready_website(running)
     calls: list[str] = []
@@ -97,7 +97,7 @@ def test_second_delivery_during_an_analysis_does_nothing(running, monkeypatch) -
     assert usage(running) == (10, 5)
 
 
-def test_second_delivery_during_a_search_does_nothing(running, published, monkeypatch) -> None:  # noqa: ANN001
+def test_second_delivery_during_a_search_does_nothing(running, published, monkeypatch) -> None:
     # given a search under way, and the same task delivered again during the search engine's answer
     query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
     searches: list[str] = []
@@ -118,7 +118,7 @@ def test_second_delivery_during_a_search_does_nothing(running, published, monkey
     assert published == ["workers.tasks.scrape_website_task"]
 
 
-def test_duplicate_planning_counts_its_tokens_once(running, published, monkeypatch) -> None:  # noqa: ANN001
+def test_duplicate_planning_counts_its_tokens_once(running, published, monkeypatch) -> None:
     # given a research awaiting its top-level queries, and a second delivery of the planning during the model call
     calls: list[int] = []
 

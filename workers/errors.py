@@ -1,4 +1,9 @@
-"""Error types shared by clients, pipeline and tasks: only TransientError is ever retried."""
+"""Error types shared by clients, pipeline and tasks.
+
+Tasks retry a step with backoff on TransientError and on infrastructure errors (database, Redis, broker
+connections: workers/tasks.py); a PermanentError is never retried by the task, though the LLM client re-asks a
+model whose output was invalid before it gives one up.
+"""
 
 
 class TransientError(Exception):

@@ -57,7 +57,7 @@ class ResearchTask(Task):
             handler(*args, exc)
         except ResearchStopped:
             pass  # the research ended meanwhile: nothing to record against it
-        except Exception:  # noqa: BLE001 - the failure path must not raise over the original error
+        except Exception:
             log.exception("failure handler of %s failed", self.name)
 
 

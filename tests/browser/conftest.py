@@ -38,7 +38,7 @@ def pytest_runtest_makereport(
 
 
 @pytest.fixture(scope="session")
-def daphne(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iterator[DaphneServer]:  # noqa: ANN001
+def daphne(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iterator[DaphneServer]:
     """The web process, with the environment the workers get, on plain HTTP."""
     env = process_env({**WORKER_ENV, **internet, **PLAIN_HTTP, "DEBUG": "false"})
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server keeps Django's async-safety checks

@@ -44,7 +44,7 @@ NESTED_UNDER = """items => items.map((li) => {
 })"""
 
 
-def followups(questions: list[str]):  # noqa: ANN201
+def followups(questions: list[str]):
     def handler(body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         count = schema["properties"]["questions"].get("maxItems", len(questions))
         return {
@@ -76,7 +76,7 @@ def start_in_form(page: Page, prompt: str, answers: list[str], breadth: int, dep
 
 def test_research_started_in_the_form_runs_live_to_a_cited_report(
     daphne, workers, research_model, fake_llm, fake_searx, fake_web, user, open_page
-) -> None:  # noqa: ANN001
+) -> None:
     # given fakes slow enough for the live states to last a few seconds
     fake_searx.delay = 0.6
     fake_llm.delays = {"website_analysis": 0.8, "research_report": 3.0}
@@ -201,7 +201,7 @@ def test_research_started_in_the_form_runs_live_to_a_cited_report(
 
 def test_hostile_pages_and_model_output_stay_inert_text(
     daphne, workers, research_model, fake_llm, fake_searx, fake_web, user, open_page
-) -> None:  # noqa: ANN001
+) -> None:
     # given pages, search results and a model that all carry script, handler and javascript: payloads
     title_page = fake_web.add_page(
         "/hostile-title",

@@ -41,7 +41,7 @@ SCRIPTED_SOCKET = """
         window.WebSocket = Socket;"""
 
 
-def test_sidebar_groups_past_research_by_day_and_shows_ongoing_skeletons(daphne, open_page, user) -> None:  # noqa: ANN001
+def test_sidebar_groups_past_research_by_day_and_shows_ongoing_skeletons(daphne, open_page, user) -> None:
     # given research of every age and state
     now = timezone.now()
     seed_research(user, "Heat pumps in Nordic winters", "completed", now)
@@ -84,7 +84,7 @@ def test_sidebar_groups_past_research_by_day_and_shows_ongoing_skeletons(daphne,
     assert watched.errors == []
 
 
-def test_report_view_renders_the_report_with_citation_links(daphne, open_page, user, fake_web) -> None:  # noqa: ANN001
+def test_report_view_renders_the_report_with_citation_links(daphne, open_page, user, fake_web) -> None:
     research = seed_research(user, "Heat pumps in Nordic winters", "completed", page_url=fake_web.page_url, report=True)
     watched = open_page()
     page = watched.page
@@ -122,7 +122,7 @@ def test_report_view_renders_the_report_with_citation_links(daphne, open_page, u
     assert watched.errors == []
 
 
-def test_offline_research_says_so(daphne, open_page, user, fake_web) -> None:  # noqa: ANN001
+def test_offline_research_says_so(daphne, open_page, user, fake_web) -> None:
     research = seed_research(user, "Python concurrency", "completed", page_url=fake_web.page_url, report=True)
     Research.objects.filter(pk=research.pk).update(engine="extractive")
     page = open_page().page
@@ -130,7 +130,7 @@ def test_offline_research_says_so(daphne, open_page, user, fake_web) -> None:  #
     expect(page.locator("#r-created")).to_contain_text("offline: extractive engine, no language model")
 
 
-def test_failed_research_shows_its_error_output(daphne, open_page, user, fake_web) -> None:  # noqa: ANN001
+def test_failed_research_shows_its_error_output(daphne, open_page, user, fake_web) -> None:
     research = seed_research(
         user, "Grid-scale sodium batteries", "failed", page_url=fake_web.page_url, error_output=True
     )
@@ -150,7 +150,7 @@ def test_failed_research_shows_its_error_output(daphne, open_page, user, fake_we
     assert watched.errors == []
 
 
-def test_cancel_stops_a_running_research_and_updates_every_view(daphne, open_page, user) -> None:  # noqa: ANN001
+def test_cancel_stops_a_running_research_and_updates_every_view(daphne, open_page, user) -> None:
     research = seed_research(user, "Hydrogen steel making costs", "running")
     watched = open_page(accept_dialogs=True)
     page = watched.page
@@ -168,7 +168,7 @@ def test_cancel_stops_a_running_research_and_updates_every_view(daphne, open_pag
     assert Research.objects.get(pk=research.pk).status == ResearchStatus.CANCELLED
 
 
-def test_phone_layout_collapses_the_sidebar(daphne, open_page, user) -> None:  # noqa: ANN001
+def test_phone_layout_collapses_the_sidebar(daphne, open_page, user) -> None:
     running = seed_research(user, "Hydrogen steel making costs", "running")
     seed_research(user, "Heat pumps in Nordic winters", "completed", report=True)
     watched = open_page(PHONE)
@@ -198,7 +198,7 @@ def test_phone_layout_collapses_the_sidebar(daphne, open_page, user) -> None:  #
     assert watched.errors == []
 
 
-def tab_stops_in_sidebar(page) -> list[str]:  # noqa: ANN001
+def tab_stops_in_sidebar(page) -> list[str]:
     """Where Tab goes from the phone's sidebar toggle (the sidebar follows it in the page): the stops inside the
     sidebar, by id or tag."""
     page.focus("#sidebar-toggle")
@@ -216,7 +216,7 @@ def tab_stops_in_sidebar(page) -> list[str]:  # noqa: ANN001
     return [stop for stop in stops if stop]
 
 
-def test_live_log_shows_only_the_research_open(daphne, open_page, user) -> None:  # noqa: ANN001
+def test_live_log_shows_only_the_research_open(daphne, open_page, user) -> None:
     # given two running researches, A opened and then B in the same page, and A in a second browser
     a = seed_research(user, "Hydrogen steel making costs", "running")
     b = seed_research(user, "Grid-scale sodium batteries", "running")
@@ -245,7 +245,7 @@ def test_live_log_shows_only_the_research_open(daphne, open_page, user) -> None:
     assert watched.errors == [] and other.errors == []
 
 
-def test_unstarted_research_resumes_in_the_start_form(daphne, open_page, user) -> None:  # noqa: ANN001
+def test_unstarted_research_resumes_in_the_start_form(daphne, open_page, user) -> None:
     research = Research.objects.create(
         owner=user, prompt="Tidal power costs", title="Tidal power costs", status=ResearchStatus.AWAITING_ANSWERS
     )
@@ -272,7 +272,7 @@ def test_unstarted_research_resumes_in_the_start_form(daphne, open_page, user) -
     assert watched.errors == []
 
 
-def test_start_form_reports_errors(daphne, open_page, user) -> None:  # noqa: ANN001
+def test_start_form_reports_errors(daphne, open_page, user) -> None:
     watched = open_page()
     page = watched.page
     sign_in(page, daphne.url, "alice")
@@ -285,7 +285,7 @@ def test_start_form_reports_errors(daphne, open_page, user) -> None:  # noqa: AN
     assert watched.errors == []
 
 
-def test_js_helpers_match_the_spec(daphne, open_page) -> None:  # noqa: ANN001
+def test_js_helpers_match_the_spec(daphne, open_page) -> None:
     page = open_page().page
     page.goto(daphne.url + "/accounts/login/")
     got = page.evaluate(
@@ -335,7 +335,7 @@ def test_js_helpers_match_the_spec(daphne, open_page) -> None:  # noqa: ANN001
     assert got["newestFirst"] == ["a", "d", "e", "b", "c"]
 
 
-def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, open_page) -> None:  # noqa: ANN001
+def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, open_page) -> None:
     # given the page's websocket client wired to a scripted socket
     page = open_page().page
     page.goto(daphne.url + "/accounts/login/")
@@ -371,7 +371,7 @@ def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, o
     assert got["sockets"] == ["/ws/research/abc/", "/ws/research/abc/?after=7"]
 
 
-def test_sidebar_asks_for_the_list_while_research_runs(daphne, open_page) -> None:  # noqa: ANN001
+def test_sidebar_asks_for_the_list_while_research_runs(daphne, open_page) -> None:
     # given the sidebar wired to a scripted socket, with its timers run by hand
     page = open_page().page
     page.goto(daphne.url + "/accounts/login/")
@@ -432,7 +432,7 @@ def test_sidebar_asks_for_the_list_while_research_runs(daphne, open_page) -> Non
     ]
 
 
-def test_admin_works_under_the_content_security_policy(daphne, open_page, django_user_model, user) -> None:  # noqa: ANN001
+def test_admin_works_under_the_content_security_policy(daphne, open_page, django_user_model, user) -> None:
     django_user_model.objects.create_superuser("root", "root@example.com", "a-long-test-password-42")
     seed_research(user, "Heat pumps in Nordic winters", "completed")
     watched = open_page()

@@ -61,7 +61,7 @@ class Request(BaseHTTPRequestHandler):
     server: _Server
     record: RecordedRequest
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature fixed by the stdlib
+    def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: one stderr line per request drowns test output."""
 
     def do_GET(self) -> None:

@@ -32,7 +32,7 @@ WORKER_ENV = {
 }
 
 
-def start_research(api, breadth: int, depth: int, prompt: str = "How do heat pumps perform in cold climates?") -> str:  # noqa: ANN001
+def start_research(api, breadth: int, depth: int, prompt: str = "How do heat pumps perform in cold climates?") -> str:
     response = api.post(
         "/api/research/start",
         data=json.dumps(

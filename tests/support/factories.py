@@ -19,7 +19,7 @@ from research.models import (
 from research.planning import children_per_query, total_queries
 
 
-def running_research(owner, breadth: int, depth: int) -> Research:  # noqa: ANN001
+def running_research(owner, breadth: int, depth: int) -> Research:
     """A research as a worker leaves it once started: running, every planned query still pending."""
     now = timezone.now()
     return Research.objects.create(
@@ -35,8 +35,8 @@ def running_research(owner, breadth: int, depth: int) -> Research:  # noqa: ANN0
     )
 
 
-def build_tree(owner, breadth: int, depth: int, websites_per_query: int = 7) -> Research:  # noqa: ANN001
-    """A completed research with the full SPEC tree, websites, extracts and a report."""
+def build_tree(owner, breadth: int, depth: int, websites_per_query: int = 7) -> Research:
+    """A completed research with the full tree its breadth and depth call for, websites, extracts and a report."""
     research = Research.objects.create(
         owner=owner,
         prompt="What limits fusion power plants?",

@@ -1,6 +1,6 @@
 """Private PostgreSQL and Redis servers on free ports, and a Celery beat process, for fault tests.
 
-Restarting the machine's shared services would disturb everything else on it (../shared/NOTES.md), so tests that
+Restarting the machine's shared services would disturb everything else on it, so tests that
 restart or flush a service start their own, and stop them by PID when done.
 """
 

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta
 from django.db.models import F
 from django.utils import timezone
 
+from research import services
 from research.models import (
     Document,
     DocumentKind,
     Event,
     Extract,
-    FollowUpQuestion,
     Research,
     ResearchStatus,
     SerpQuery,
@@ -29,23 +29,26 @@ def add_event(research: Research, event_type: str, data: dict, at: datetime) -> 
 
 
 def seed_research(
-    owner,  # noqa: ANN001
+    owner,
     title: str,
     status: str,
     created_at: datetime | None = None,
-    page_url=None,  # noqa: ANN001 - FakeWeb.page_url, for links that open
+    page_url=None,
     report: bool = False,
     error_output: bool = False,
 ) -> Research:
     """A 2×2 research in `status`, with questions, queries, websites (one failed), extracts and events."""
     created = created_at or timezone.now() - timedelta(minutes=6)
     url = page_url or (lambda slug: f"https://example.com/{slug}")
-    research = Research.objects.create(
-        owner=owner,
-        prompt=f"{title}: what do the measurements say, and which designs work best?",
+    # Created as the API creates one (research/services.py), then moved into the state the test needs.
+    research = services.create_with_answers(
+        owner,
+        f"{title}: what do the measurements say, and which designs work best?",
+        [("Which climates?", "Nordic winters"), ("Which years?", "2015 onwards")],
+    )
+    Research.objects.filter(pk=research.pk).update(
         title=title,
         status=status,
-        num_questions=2,
         breadth=2,
         depth=2,
         started_at=created + timedelta(seconds=20),
@@ -53,8 +56,7 @@ def seed_research(
         prompt_tokens=12_000,
         completion_tokens=3_400,
     )
-    FollowUpQuestion.objects.create(research=research, position=0, question="Which climates?", answer="Nordic winters")
-    FollowUpQuestion.objects.create(research=research, position=1, question="Which years?", answer="2015 onwards")
+    research.refresh_from_db()
     at = created
     add_event(research, "generating_followups", {"num_questions": 2}, at)
     add_event(research, "followups_generated", {"questions": ["Which climates?", "Which years?"]}, at)
@@ -165,7 +167,7 @@ def seed_research(
     return research
 
 
-def report_markdown(title: str, url) -> str:  # noqa: ANN001
+def report_markdown(title: str, url) -> str:
     first, second = url("report-source-one"), url("report-source-two")
     return f"""# {title}
 

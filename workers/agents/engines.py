@@ -7,8 +7,6 @@ for the extractive engine), so the pipeline never knows which one it calls.
 from types import ModuleType
 from typing import Protocol
 
-from django.conf import settings
-
 LLM = "llm"
 EXTRACTIVE = "extractive"
 
@@ -38,8 +36,3 @@ def engine_for(name: str) -> Engine | ModuleType:
 
         return extractive
     return _LLMEngine()
-
-
-def default_engine() -> str:
-    """The engine a new research gets: RESEARCH_ENGINE, or with `auto`, the LLM only if one is configured."""
-    return settings.RESEARCH_ENGINE

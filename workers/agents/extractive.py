@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from research.text.lexical import BM25, counts, is_prose, key_phrases, sentences, terms, weighted_terms
 from workers.agents.common import distinct
-from workers.agents.lexical import BM25, counts, is_prose, key_phrases, sentences, terms, weighted_terms
 from workers.agents.query_generator import Ancestor, PlannedQuery
 from workers.agents.report_writer import SourceNote
 from workers.agents.website_analyzer import Finding

@@ -23,8 +23,8 @@ import requests
 import urllib3.exceptions
 from urllib3.response import HTTPResponse
 
+from research.text.page_text import HTML_TYPES, TEXT_TYPES, decode_body, extract_text
 from workers.clients.netguard import BlockedAddressError, BlockedURLError, GuardedAdapter, check_url
-from workers.clients.page_text import HTML_TYPES, TEXT_TYPES, decode_body, extract_text
 
 log = logging.getLogger(__name__)
 

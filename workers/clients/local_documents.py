@@ -5,7 +5,7 @@ Results link to the web app's signed collection URLs, so workers fetch and analy
 
 from research.collection import document_url, rank_documents
 from research.models import CollectionDocument
-from workers.agents.lexical import BM25, counts, is_prose, sentences, terms
+from research.text.lexical import BM25, counts, is_prose, sentences, terms
 from workers.clients.searxng import SearchResult
 
 SNIPPET_CHARS = 300

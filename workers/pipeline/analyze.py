@@ -6,11 +6,11 @@ from django.utils import timezone
 
 from research.events import record_event
 from research.models import EventType, Extract, Website, WebsiteStatus
+from research.text.quotes import PageText
 from workers.agents.engines import engine_for
 from workers.pipeline import progress
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
-from workers.pipeline.quotes import PageText
 from workers.pipeline.tree_writes import tree_transaction
 from workers.pipeline.usage import add_usage
 
@@ -74,25 +74,4 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
 
 def analysis_failed(website_id: int, error: BaseException) -> None:
     """The model could not analyse the page (after retries): a minor failure; the query goes on."""
-    website = Website.objects.filter(pk=website_id).first()
-    if website is None:
-        return
-    with tree_transaction(website.research_id):
-        if not Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
-            status=WebsiteStatus.FAILED,
-            failure_reason="analysis_failed",
-            error=str(error)[:2000],
-            finished_at=timezone.now(),
-        ):
-            return
-        record_event(
-            website.research_id,
-            EventType.WEBSITE_FAILED,
-            {
-                "website_id": website_id,
-                "url": website.url,
-                "reason": "analysis_failed",
-                "error": str(error)[:300],
-            },
-        )
-        progress.website_finished(website.query_id)
+    progress.website_failed(website_id, "analysis_failed", str(error), from_statuses=[WebsiteStatus.ANALYZING])

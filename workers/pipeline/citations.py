@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from research.text.quotes import PageText
 from workers.agents.report_writer import SourceNote
-from workers.pipeline.quotes import PageText
 
 # URLs may hold one level of balanced parentheses, as Wikipedia's do: /wiki/Heat_pump_(disambiguation); link
 # texts one level of brackets, as the report's own citations do: [[1]](url).

@@ -5,8 +5,8 @@ from typing import Any
 
 from research.events import record_event
 from research.models import EventType, FollowUpQuestion, Research, ResearchStatus
+from research.transactions import research_transaction
 from workers.agents.engines import engine_for
-from workers.pipeline.locks import research_transaction
 from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)

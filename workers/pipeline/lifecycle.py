@@ -1,4 +1,4 @@
-"""A research's life: start, cancel, fail critically (with an error output), and the time budget."""
+"""A research's start, and the budgets that may end it (cancel and critical failure: research/lifecycle.py)."""
 
 import logging
 from datetime import timedelta
@@ -8,32 +8,18 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from research import dispatch
 from research.events import record_event
-from research.models import (
-    ACTIVE_STATUSES,
-    Document,
-    DocumentKind,
-    EventType,
-    QueryStatus,
-    Research,
-    ResearchStatus,
-    SerpQuery,
-    Website,
-    WebsiteStatus,
-)
+from research.lifecycle import fail_research
+from research.models import EventType, Research, ResearchStatus
 from research.planning import total_queries
-from workers.pipeline.locks import research_transaction, worker_name
+from workers.pipeline.locks import worker_name
 
 log = logging.getLogger(__name__)
-
-UNFINISHED_QUERIES = [QueryStatus.PENDING, QueryStatus.SEARCHING, QueryStatus.SCRAPING]
-UNFINISHED_WEBSITES = [WebsiteStatus.PENDING, WebsiteStatus.SCRAPING, WebsiteStatus.ANALYZING]
 
 
 def start_research(research_id: str) -> None:
     """Claim a queued research (queued → running) and queue the planning of its top-level queries."""
-    from workers import tasks
-
     with transaction.atomic():
         research = Research.objects.select_for_update().filter(pk=research_id).first()
         if research is None or research.status != ResearchStatus.QUEUED:
@@ -52,7 +38,7 @@ def start_research(research_id: str) -> None:
             EventType.RESEARCH_STARTED,
             {"breadth": research.breadth, "depth": research.depth, "queries_planned": planned},
         )
-        transaction.on_commit(lambda: tasks.plan_queries_task.delay(research_id, None), robust=True)
+        dispatch.queue_on_commit(dispatch.PLAN, research_id, None)
 
 
 def start_failed(research_id: Any, error: BaseException) -> None:
@@ -91,62 +77,3 @@ def running_research(research_id: Any) -> Research | None:
         )
         return None
     return research
-
-
-def cancel_research(research_id: Any) -> bool:
-    """Cancel an unfinished research: queued work finds it cancelled and stops. False if already finished."""
-    cancellable = [*ACTIVE_STATUSES, ResearchStatus.DRAFT, ResearchStatus.AWAITING_ANSWERS]
-    now = timezone.now()
-    # The status alone first: from this commit on, no step's tree transaction can land (tree_writes.py).
-    with research_transaction(research_id):
-        if not Research.objects.filter(pk=research_id, status__in=cancellable).update(
-            status=ResearchStatus.CANCELLED, finished_at=now
-        ):
-            return False
-    stop_unfinished(research_id, now, EventType.RESEARCH_CANCELLED, {"by": "user"})
-    return True
-
-
-def fail_research(research_id: Any, reason: str, what: str, impact: str) -> bool:
-    """End the research as failed with an error-output.md; False if it had already ended."""
-    from workers.pipeline.error_output import build_error_output
-
-    now = timezone.now()
-    error = f"{what} {impact}"
-    with research_transaction(research_id):
-        if not Research.objects.filter(pk=research_id, status__in=ACTIVE_STATUSES).update(
-            status=ResearchStatus.FAILED, finished_at=now, error=error[:4000]
-        ):
-            return False
-        # Written before unfinished rows are stopped, so it shows the states the failure found them in.
-        markdown = build_error_output(research_id, what, impact)
-        Document.objects.update_or_create(
-            research_id=research_id,
-            kind=DocumentKind.ERROR_OUTPUT,
-            defaults={"markdown": markdown, "stats": {"reason": reason}},
-        )
-    stop_unfinished(research_id, now, EventType.RESEARCH_FAILED, {"reason": reason, "error": error[:1000]})
-    log.warning("research %s failed (%s): %s", research_id, reason, what)
-    return True
-
-
-def stop_unfinished(research_id: Any, now: Any, event_type: str | None = None, data: dict | None = None) -> None:
-    """Mark an ended research's unfinished websites and queries cancelled, then record how it ended.
-
-    Runs after the status change has committed, in the tree lock order (websites, queries, each in key order,
-    then the research row for the event), so it cannot deadlock with a step that is finishing. The sweeper
-    runs it again for a research whose worker died between the two transactions.
-    """
-    with transaction.atomic():
-        websites = Website.objects.select_for_update().filter(research_id=research_id, status__in=UNFINISHED_WEBSITES)
-        stopped = list(websites.order_by("pk").values_list("pk", flat=True))
-        Website.objects.filter(pk__in=stopped, status__in=UNFINISHED_WEBSITES).update(
-            status=WebsiteStatus.CANCELLED, finished_at=now
-        )
-        queries = SerpQuery.objects.select_for_update().filter(research_id=research_id, status__in=UNFINISHED_QUERIES)
-        stopped = list(queries.order_by("pk").values_list("pk", flat=True))
-        SerpQuery.objects.filter(pk__in=stopped, status__in=UNFINISHED_QUERIES).update(
-            status=QueryStatus.CANCELLED, finished_at=now
-        )
-        if event_type:
-            record_event(research_id, event_type, data)

@@ -2,15 +2,15 @@
 
 import logging
 
-from django.db import transaction
-
+from research import dispatch
 from research.events import record_event
+from research.lifecycle import fail_research
 from research.models import EventType, FollowUpQuestion, QueryStatus, Research, ResearchStatus, SerpQuery
 from research.planning import children_per_query
+from research.transactions import research_transaction
 from workers.agents.engines import engine_for
 from workers.agents.query_generator import Ancestor
-from workers.pipeline.lifecycle import fail_research, running_research
-from workers.pipeline.locks import research_transaction
+from workers.pipeline.lifecycle import running_research
 from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)
@@ -22,8 +22,6 @@ def plan_queries(research_id: str, parent_id: int | None) -> None:
     The model call happens outside any transaction; the insert is conditional (a parent's `children_planned`
     flag, or no top-level query yet), so a duplicate delivery stores nothing and queues nothing.
     """
-    from workers import tasks
-
     research = running_research(research_id)
     if research is None:
         return
@@ -85,8 +83,7 @@ def plan_queries(research_id: str, parent_id: int | None) -> None:
                     "objective": query.objective,
                 },
             )
-        ids = [query.pk for query in created]
-        transaction.on_commit(lambda: [tasks.run_query_task.delay(query_id) for query_id in ids], robust=True)
+        dispatch.queue_each_on_commit(dispatch.SEARCH, [query.pk for query in created])
 
 
 def planning_failed(research_id: str, parent_id: int | None, error: BaseException) -> None:

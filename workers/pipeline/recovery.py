@@ -2,21 +2,28 @@
 
 Every step leases its row (`claimed_at`, `attempts`) when it starts. A step that shows no progress for
 LEASE_SECONDS — its worker was killed, its message was lost with Redis, its publish never happened — is
-re-queued here. Re-leasing is a conditional UPDATE, so concurrent sweeps publish a row once per lease, and
-tasks skip rows that are done, so work already stored is never redone. A row still unfinished after
+re-queued here. Taking the new lease is a conditional UPDATE, so concurrent sweeps publish a row once per
+lease, and tasks skip rows that are done, so work already stored is never redone. A row still unfinished after
 MAX_ATTEMPTS claims is failed with the reason, as its kind of failure demands (docs/reliability.md).
+
+One function per kind of row; each returns what it did, as counts by kind.
 """
 
 import logging
+from collections import Counter
+from collections.abc import Callable
 from contextlib import suppress
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from research import dispatch
+from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, stop_unfinished
 from research.models import (
     Document,
     DocumentKind,
@@ -33,139 +40,199 @@ from workers.pipeline.locks import SWEEPER
 
 log = logging.getLogger(__name__)
 
-
-def _expired(cutoff: Any) -> Q:
-    return Q(claimed_at__isnull=True) | Q(claimed_at__lt=cutoff)
+ENDED = [ResearchStatus.CANCELLED, ResearchStatus.FAILED, ResearchStatus.COMPLETED]
 
 
-def _release(model: type, pk: Any, cutoff: Any, now: Any, **conditions: Any) -> bool:
-    """Take a new lease on an expired row; True if this sweep got it (and so must re-queue it)."""
-    return bool(
-        model.objects.filter(_expired(cutoff), pk=pk, **conditions).update(
-            claimed_at=now, claimed_by=SWEEPER, attempts=F("attempts") + 1
+@dataclass
+class Sweep:
+    now: datetime
+    cutoff: datetime  # leases taken before this have run out
+    done: Counter
+
+    def expired(self) -> Q:
+        return Q(claimed_at__isnull=True) | Q(claimed_at__lt=self.cutoff)
+
+    def retry_or_fail(
+        self,
+        row: Model,
+        kind: str,
+        fail: Callable[[RuntimeError], Any],
+        requeue: Callable[[], Any],
+        reason: str,
+        failed_kind: str = "",
+        **conditions: Any,
+    ) -> None:
+        """Fail a row claimed MAX_ATTEMPTS times; otherwise take a new lease on it and, if this sweep got it,
+        queue its step again."""
+        if row.attempts >= settings.MAX_ATTEMPTS:
+            with suppress(ResearchStopped):  # the research ended meanwhile
+                fail(RuntimeError(reason))
+            self.done[failed_kind or f"{kind}_failed"] += 1
+        elif self.take_lease(type(row), row.pk, **conditions):
+            requeue()
+            self.done[kind] += 1
+
+    def take_lease(self, model: type[Model], pk: Any, **conditions: Any) -> bool:
+        """A new lease on an expired row; True if this sweep got it (and so must re-queue its step)."""
+        return bool(
+            model.objects.filter(self.expired(), pk=pk, **conditions).update(
+                claimed_at=self.now, claimed_by=SWEEPER, attempts=F("attempts") + 1
+            )
         )
-    )
 
 
 def sweep() -> dict[str, int]:
     """One pass over all unfinished work; returns what it did, by kind."""
-    from workers import tasks
-
     now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.LEASE_SECONDS)
-    done: dict[str, int] = {}
-
-    def count(kind: str) -> None:
-        done[kind] = done.get(kind, 0) + 1
-
-    # A research that ended while its worker died before stopping its unfinished rows (lifecycle.stop_unfinished).
-    ended = [ResearchStatus.CANCELLED, ResearchStatus.FAILED, ResearchStatus.COMPLETED]
-    unfinished_rows = Q(
-        Exists(Website.objects.filter(research=OuterRef("pk"), status__in=lifecycle.UNFINISHED_WEBSITES))
-    ) | Q(Exists(SerpQuery.objects.filter(research=OuterRef("pk"), status__in=lifecycle.UNFINISHED_QUERIES)))
-    for research_id in Research.objects.filter(unfinished_rows, status__in=ended, finished_at__lt=cutoff).values_list(
-        "pk", flat=True
+    state = Sweep(now, now - timedelta(seconds=settings.LEASE_SECONDS), Counter())
+    for step in (
+        _stop_ended,
+        _check_budgets,
+        _queued,
+        _top_planning,
+        _reports,
+        _stuck_reports,
+        _searches,
+        _child_planning,
+        _websites,
     ):
-        lifecycle.stop_unfinished(research_id, now)
-        count("stopped")
+        step(state)
+    if state.done:
+        log.warning("sweep re-queued or failed: %s", dict(state.done))
+    return dict(state.done)
 
-    # Researches: budgets first (running_research fails a research past its time or token budget).
+
+def _stop_ended(state: Sweep) -> None:
+    """A research that ended while its worker died before stopping its unfinished rows."""
+    unfinished_rows = Q(Exists(Website.objects.filter(research=OuterRef("pk"), status__in=UNFINISHED_WEBSITES))) | Q(
+        Exists(SerpQuery.objects.filter(research=OuterRef("pk"), status__in=UNFINISHED_QUERIES))
+    )
+    ended = Research.objects.filter(unfinished_rows, status__in=ENDED, finished_at__lt=state.cutoff)
+    for research_id in ended.values_list("pk", flat=True):
+        stop_unfinished(research_id, state.now)
+        state.done["stopped"] += 1
+
+
+def _check_budgets(state: Sweep) -> None:
+    """running_research fails a research past its time or token budget, even when no step of it runs."""
     for research_id in Research.objects.filter(status=ResearchStatus.RUNNING).values_list("pk", flat=True):
         lifecycle.running_research(research_id)
 
-    for research in Research.objects.filter(
-        Q(claimed_at__lt=cutoff) | Q(claimed_at__isnull=True, created_at__lt=cutoff), status=ResearchStatus.QUEUED
-    ):
-        if research.attempts >= settings.MAX_ATTEMPTS:
-            error = RuntimeError(f"it was queued {research.attempts + 1} times and no worker took it up")
-            lifecycle.start_failed(research.pk, error)
-            count("start_failed")
-        elif _release(Research, research.pk, cutoff, now, status=ResearchStatus.QUEUED):
-            tasks.start_research_task.delay(str(research.pk))
-            count("start")
 
-    running = Research.objects.filter(status=ResearchStatus.RUNNING)
-    top_missing = running.filter(_expired(cutoff)).exclude(
-        Exists(SerpQuery.objects.filter(research=OuterRef("pk"), depth=1))
+def _queued(state: Sweep) -> None:
+    queued = Research.objects.filter(
+        Q(claimed_at__lt=state.cutoff) | Q(claimed_at__isnull=True, created_at__lt=state.cutoff),
+        status=ResearchStatus.QUEUED,
     )
-    for research in top_missing:
-        if research.attempts >= settings.MAX_ATTEMPTS:
-            error = RuntimeError(f"no top-level queries after {research.attempts} attempts")
-            plan.planning_failed(str(research.pk), None, error)
-            count("plan_top_failed")
-        elif _release(Research, research.pk, cutoff, now, status=ResearchStatus.RUNNING):
-            tasks.plan_queries_task.delay(str(research.pk), None)
-            count("plan_top")
+    for research in queued:
+        state.retry_or_fail(
+            research,
+            "start",
+            lambda error, pk=research.pk: lifecycle.start_failed(pk, error),
+            lambda pk=str(research.pk): dispatch.queue(dispatch.START, pk),
+            f"it was queued {research.attempts + 1} times and no worker took it up",
+            status=ResearchStatus.QUEUED,
+        )
 
-    for research in running.filter(_expired(cutoff), pending_queries__lte=0):
-        if research.attempts >= settings.MAX_ATTEMPTS:
-            report.report_failed(str(research.pk), RuntimeError(f"no report after {research.attempts} attempts"))
-            count("report_failed")
-        elif _release(Research, research.pk, cutoff, now, status=ResearchStatus.RUNNING, pending_queries__lte=0):
-            tasks.write_report_task.delay(str(research.pk))
-            count("report")
 
-    report_cutoff = now - timedelta(seconds=settings.REPORT_LEASE_SECONDS)
-    stuck_reports = Research.objects.filter(status=ResearchStatus.REPORTING, claimed_at__lt=report_cutoff).exclude(
+def _running(state: Sweep) -> QuerySet:
+    return Research.objects.filter(state.expired(), status=ResearchStatus.RUNNING)
+
+
+def _top_planning(state: Sweep) -> None:
+    for research in _running(state).exclude(Exists(SerpQuery.objects.filter(research=OuterRef("pk"), depth=1))):
+        state.retry_or_fail(
+            research,
+            "plan_top",
+            lambda error, pk=str(research.pk): plan.planning_failed(pk, None, error),
+            lambda pk=str(research.pk): dispatch.queue(dispatch.PLAN, pk, None),
+            f"no top-level queries after {research.attempts} attempts",
+            status=ResearchStatus.RUNNING,
+        )
+
+
+def _reports(state: Sweep) -> None:
+    for research in _running(state).filter(pending_queries__lte=0):
+        state.retry_or_fail(
+            research,
+            "report",
+            lambda error, pk=str(research.pk): report.report_failed(pk, error),
+            lambda pk=str(research.pk): dispatch.queue(dispatch.REPORT, pk),
+            f"no report after {research.attempts} attempts",
+            status=ResearchStatus.RUNNING,
+            pending_queries__lte=0,
+        )
+
+
+def _stuck_reports(state: Sweep) -> None:
+    """A report writer that outlived REPORT_LEASE_SECONDS: back to running, so the report can be claimed again
+    (and record a new report_writing_start)."""
+    report_cutoff = state.now - timedelta(seconds=settings.REPORT_LEASE_SECONDS)
+    stuck = Research.objects.filter(status=ResearchStatus.REPORTING, claimed_at__lt=report_cutoff).exclude(
         Exists(Document.objects.filter(research=OuterRef("pk"), kind=DocumentKind.REPORT))
     )
-    for research in stuck_reports:
+    for research in stuck:
         if research.attempts >= settings.MAX_ATTEMPTS:
             report.report_failed(str(research.pk), RuntimeError(f"no report after {research.attempts} attempts"))
-            count("report_failed")
-        # Back to running, so write_report can claim it again (and record a new report_writing_start).
+            state.done["report_failed"] += 1
         elif Research.objects.filter(
             pk=research.pk, status=ResearchStatus.REPORTING, claimed_at__lt=report_cutoff
-        ).update(status=ResearchStatus.RUNNING, claimed_at=now):
-            tasks.write_report_task.delay(str(research.pk))
-            count("report_retry")
+        ).update(status=ResearchStatus.RUNNING, claimed_at=state.now):
+            dispatch.queue(dispatch.REPORT, str(research.pk))
+            state.done["report_retry"] += 1
 
-    in_running = Q(research__status=ResearchStatus.RUNNING)
-    for query in (
-        SerpQuery.objects.filter(in_running, status__in=[QueryStatus.PENDING, QueryStatus.SEARCHING])
-        .annotate(leased=Coalesce("claimed_at", "created_at"))
-        .filter(leased__lt=cutoff)
-    ):
-        if query.attempts >= settings.MAX_ATTEMPTS:
-            with suppress(ResearchStopped):  # the research ended meanwhile
-                search.search_failed(query.pk, RuntimeError(f"no search result after {query.attempts} attempts"))
-            count("query_failed")
-        elif _release(SerpQuery, query.pk, cutoff, now, status__in=[QueryStatus.PENDING, QueryStatus.SEARCHING]):
-            tasks.run_query_task.delay(query.pk)
-            count("query")
 
+def _leased_before(rows: QuerySet, cutoff: datetime) -> QuerySet:
+    """Rows never claimed count from their creation."""
+    return rows.annotate(leased=Coalesce("claimed_at", "created_at")).filter(leased__lt=cutoff)
+
+
+def _searches(state: Sweep) -> None:
+    searching = [QueryStatus.PENDING, QueryStatus.SEARCHING]
+    rows = SerpQuery.objects.filter(research__status=ResearchStatus.RUNNING, status__in=searching)
+    for query in _leased_before(rows, state.cutoff):
+        state.retry_or_fail(
+            query,
+            "query",
+            lambda error, pk=query.pk: search.search_failed(pk, error),
+            lambda pk=query.pk: dispatch.queue(dispatch.SEARCH, pk),
+            f"no search result after {query.attempts} attempts",
+            status__in=searching,
+        )
+
+
+def _child_planning(state: Sweep) -> None:
     unplanned = SerpQuery.objects.filter(
-        in_running,
-        _expired(cutoff),
+        state.expired(),
+        research__status=ResearchStatus.RUNNING,
         status=QueryStatus.DONE,
         children_planned=False,
         depth__lt=F("research__depth"),
     )
     for query in unplanned:
-        if query.attempts >= settings.MAX_ATTEMPTS:
-            error = RuntimeError(f"no queries under “{query.query}” after {query.attempts} attempts")
-            plan.planning_failed(str(query.research_id), query.pk, error)
-            count("plan_children_failed")
-        elif _release(SerpQuery, query.pk, cutoff, now, status=QueryStatus.DONE, children_planned=False):
-            tasks.plan_queries_task.delay(str(query.research_id), query.pk)
-            count("plan_children")
+        state.retry_or_fail(
+            query,
+            "plan_children",
+            lambda error, q=query: plan.planning_failed(str(q.research_id), q.pk, error),
+            lambda q=query: dispatch.queue(dispatch.PLAN, str(q.research_id), q.pk),
+            f"no queries under “{query.query}” after {query.attempts} attempts",
+            status=QueryStatus.DONE,
+            children_planned=False,
+        )
 
-    unfinished = [WebsiteStatus.PENDING, WebsiteStatus.SCRAPING, WebsiteStatus.ANALYZING]
-    for website in (
-        Website.objects.filter(in_running, status__in=unfinished)
-        .annotate(leased=Coalesce("claimed_at", "created_at"))
-        .filter(leased__lt=cutoff)
-    ):
+
+def _websites(state: Sweep) -> None:
+    rows = Website.objects.filter(research__status=ResearchStatus.RUNNING, status__in=UNFINISHED_WEBSITES)
+    for website in _leased_before(rows, state.cutoff):
         analysing = website.status == WebsiteStatus.ANALYZING
-        if website.attempts >= settings.MAX_ATTEMPTS:
-            error = RuntimeError(f"abandoned after {website.attempts} attempts")
-            with suppress(ResearchStopped):  # the research ended meanwhile
-                (analyze.analysis_failed if analysing else scrape.scrape_failed)(website.pk, error)
-            count("website_failed")
-        elif _release(Website, website.pk, cutoff, now, status=website.status):
-            (tasks.analyze_website_task if analysing else tasks.scrape_website_task).delay(website.pk)
-            count("analyze" if analysing else "scrape")
-
-    if done:
-        log.warning("sweep re-queued or failed: %s", done)
-    return done
+        state.retry_or_fail(
+            website,
+            "analyze" if analysing else "scrape",
+            lambda error, pk=website.pk, a=analysing: (analyze.analysis_failed if a else scrape.scrape_failed)(
+                pk, error
+            ),
+            lambda pk=website.pk, a=analysing: dispatch.queue(dispatch.ANALYZE if a else dispatch.SCRAPE, pk),
+            f"abandoned after {website.attempts} attempts",
+            failed_kind="website_failed",
+            status=website.status,
+        )

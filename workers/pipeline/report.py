@@ -9,6 +9,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from research.events import record_event
+from research.lifecycle import fail_research
 from research.models import (
     Document,
     DocumentKind,
@@ -21,14 +22,14 @@ from research.models import (
     ResearchStatus,
     SerpQuery,
 )
+from research.text.quotes import PageText
+from research.transactions import research_transaction
 from workers.agents import report_writer
 from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.pipeline.citations import cited_urls, render_report, report_title
-from workers.pipeline.lifecycle import fail_research
-from workers.pipeline.locks import claim_owner, research_transaction, worker_name
-from workers.pipeline.quotes import PageText
+from workers.pipeline.locks import claim_owner, worker_name
 from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)

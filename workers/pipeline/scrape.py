@@ -2,14 +2,14 @@
 
 import logging
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlparse
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
+from research import dispatch
 from research.events import record_event
 from research.models import EventType, Page, PageStatus, Website, WebsiteStatus
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
@@ -17,6 +17,7 @@ from workers.clients.ratelimit import host_slot
 from workers.pipeline import progress
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import QUEUED, worker_name
+from workers.pipeline.progress import FailedWebsite
 from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)
@@ -29,60 +30,72 @@ def scrape_website(website_id: int) -> None:
         return
     if running_research(website.research_id) is None:
         return
-    this = Waiting(website_id, website.url, website.query_id)
+    page = _claim_page(website)
+    if page is None:
+        return
+    fetched, error = _fetch(website.url)
+    _store_page(website.research_id, page, fetched, error)
 
-    with tree_transaction(website.research_id):
+
+def _claim_page(website: Website) -> Page | None:
+    """Link the website to its research's page for the URL; the page if this step must fetch it, else None."""
+    this = Waiting(website.pk, website.url, website.query_id)
+    research_id = website.research_id
+    with tree_transaction(research_id):
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
         page, created = (
             Page.objects.select_for_update()
             .only("status", "claimed_at", "title", "http_status", "content_type", "failure_reason", "error")
-            .get_or_create(research_id=website.research_id, url=website.url)
+            .get_or_create(research_id=research_id, url=website.url)
         )
-        if not Website.objects.filter(pk=website_id, status__in=(WebsiteStatus.PENDING, WebsiteStatus.SCRAPING)).update(
+        if not Website.objects.filter(pk=website.pk, status__in=(WebsiteStatus.PENDING, WebsiteStatus.SCRAPING)).update(
             status=WebsiteStatus.SCRAPING, page=page, claimed_at=timezone.now(), claimed_by=worker_name()
         ):
-            return
+            return None
+        reused = {"website_id": website.pk, "url": website.url, "reused": True}
         if page.status == PageStatus.FETCHED:
-            record_event(
-                website.research_id, EventType.SCRAPING, {"website_id": website_id, "url": website.url, "reused": True}
-            )
-            _to_analysis(website.research_id, page, [this])
-            return
+            record_event(research_id, EventType.SCRAPING, reused)
+            _to_analysis(research_id, page, [this])
+            return None
         if page.status == PageStatus.FAILED:
-            _fail(website.research_id, page, [this])
-            return
+            _fail(research_id, page, [this])
+            return None
         stale = page.claimed_at is None or timezone.now() - page.claimed_at > timedelta(
             seconds=settings.SCRAPE_DEADLINE + 60
         )
         if not (created or stale):
             # Another website of this research is fetching the URL; it will move this one on.
-            record_event(
-                website.research_id, EventType.SCRAPING, {"website_id": website_id, "url": website.url, "reused": True}
-            )
-            return
+            record_event(research_id, EventType.SCRAPING, reused)
+            return None
         Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now())
-        record_event(website.research_id, EventType.SCRAPING, {"website_id": website_id, "url": website.url})
+        record_event(research_id, EventType.SCRAPING, {"website_id": website.pk, "url": website.url})
+    return page
 
+
+def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
     try:
         # Politeness: a few fetches at a time per host, across all workers.
         with host_slot(
-            urlparse(website.url).netloc.lower(),
+            urlparse(url).netloc.lower(),
             settings.SCRAPE_PER_HOST_CONCURRENCY,
             lease_seconds=settings.SCRAPE_DEADLINE + 10,
             max_wait=settings.LEASE_SECONDS,
         ):
-            fetched: FetchedPage | None = fetch_page(
-                website.url,
+            fetched = fetch_page(
+                url,
                 allowed_private=settings.SCRAPE_ALLOWED_PRIVATE_HOSTS,
                 max_bytes=settings.SCRAPE_MAX_BYTES,
                 deadline=settings.SCRAPE_DEADLINE,
             )
-        error = None
+        return fetched, None
     except FetchError as exc:
-        fetched, error = None, exc
-        log.info("fetch of %s failed: %s (%s)", website.url, exc.reason, exc.message)
+        log.info("fetch of %s failed: %s (%s)", url, exc.reason, exc.message)
+        return None, exc
 
-    with tree_transaction(website.research_id):
+
+def _store_page(research_id: Any, page: Page, fetched: FetchedPage | None, error: FetchError | None) -> None:
+    """Store the fetched page (or its failure) and move on every website waiting on it."""
+    with tree_transaction(research_id):
         if not Page.objects.select_for_update().filter(pk=page.pk, status=PageStatus.FETCHING).exists():
             return  # a takeover finished it first
         now = timezone.now()
@@ -118,22 +131,15 @@ def scrape_website(website_id: int) -> None:
             .values_list("pk", "url", "query_id")
         ]
         if fetched is not None:
-            _to_analysis(website.research_id, page, waiting)
+            _to_analysis(research_id, page, waiting)
         else:
-            _fail(website.research_id, page, waiting)
+            _fail(research_id, page, waiting)
 
 
-class Waiting(NamedTuple):
-    """A website in `scraping` whose page this transaction settles."""
-
-    pk: int
-    url: str
-    query_id: int
+Waiting = FailedWebsite  # a website in `scraping` whose page this transaction settles
 
 
 def _to_analysis(research_id: Any, page: Page, websites: list[Waiting]) -> None:
-    from workers import tasks
-
     ids = [website.pk for website in websites]
     Website.objects.filter(pk__in=ids).update(
         status=WebsiteStatus.ANALYZING,
@@ -146,51 +152,22 @@ def _to_analysis(research_id: Any, page: Page, websites: list[Waiting]) -> None:
     )
     for website in websites:
         record_event(research_id, EventType.ANALYZING, {"website_id": website.pk, "url": website.url})
-    transaction.on_commit(lambda: [tasks.analyze_website_task.delay(website_id) for website_id in ids], robust=True)
+    dispatch.queue_each_on_commit(dispatch.ANALYZE, ids)
 
 
 def _fail(research_id: Any, page: Page, websites: list[Waiting]) -> None:
-    Website.objects.filter(pk__in=[website.pk for website in websites], status=WebsiteStatus.SCRAPING).update(
-        status=WebsiteStatus.FAILED,
-        failure_reason=page.failure_reason,
-        error=page.error,
+    progress.websites_failed(
+        research_id,
+        websites,
+        page.failure_reason,
+        page.error,
+        from_statuses=[WebsiteStatus.SCRAPING],
         http_status=page.http_status,
-        finished_at=timezone.now(),
     )
-    for website in websites:
-        record_event(
-            research_id,
-            EventType.WEBSITE_FAILED,
-            {"website_id": website.pk, "url": website.url, "reason": page.failure_reason, "error": page.error[:300]},
-        )
-    # Queries after websites, in key order (the lock order of tree_writes.py).
-    for website in sorted(websites, key=lambda website: website.query_id):
-        progress.website_finished(website.query_id)
 
 
 def scrape_failed(website_id: int, error: BaseException) -> None:
     """An unexpected error while scraping (not a page failure): fail this website; the query goes on."""
-    research_id = Website.objects.filter(pk=website_id).values_list("research_id", flat=True).first()
-    if research_id is None:
-        return
-    with tree_transaction(research_id):
-        website = Website.objects.select_for_update().filter(pk=website_id).only("url", "status", "query_id").first()
-        if website is None or website.status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING):
-            return
-        Website.objects.filter(pk=website_id).update(
-            status=WebsiteStatus.FAILED,
-            failure_reason="scrape_error",
-            error=str(error)[:2000],
-            finished_at=timezone.now(),
-        )
-        record_event(
-            research_id,
-            EventType.WEBSITE_FAILED,
-            {
-                "website_id": website_id,
-                "url": website.url,
-                "reason": "scrape_error",
-                "error": str(error)[:300],
-            },
-        )
-        progress.website_finished(website.query_id)
+    progress.website_failed(
+        website_id, "scrape_error", str(error), from_statuses=[WebsiteStatus.PENDING, WebsiteStatus.SCRAPING]
+    )

@@ -2,15 +2,16 @@
 
 import logging
 
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from research import dispatch
 from research.events import record_event
+from research.lifecycle import fail_research
 from research.models import EventType, QueryStatus, SerpQuery, Website
 from workers.clients import search as search_client
 from workers.pipeline import progress
-from workers.pipeline.lifecycle import fail_research, running_research
+from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
 from workers.pipeline.tree_writes import tree_transaction
 
@@ -18,9 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def run_query(query_id: int, task_id: str | None = None) -> None:
-    """Search for the query and store up to 7 websites; a query with no results is done at once."""
-    from workers import tasks
-
+    """Search for the query and store up to SEARCH_RESULTS_PER_QUERY websites; no results: the query is done."""
     query = SerpQuery.objects.filter(pk=query_id).first()
     if query is None or query.status not in (QueryStatus.PENDING, QueryStatus.SEARCHING):
         return
@@ -68,8 +67,7 @@ def run_query(query_id: int, task_id: str | None = None) -> None:
         )
         if not websites:
             progress.query_finished(query_id, QueryStatus.DONE, from_statuses=[QueryStatus.SCRAPING])
-        ids = [website.pk for website in websites]
-        transaction.on_commit(lambda: [tasks.scrape_website_task.delay(website_id) for website_id in ids], robust=True)
+        dispatch.queue_each_on_commit(dispatch.SCRAPE, [website.pk for website in websites])
 
 
 def search_failed(query_id: int, error: BaseException) -> None:

@@ -3,78 +3,47 @@
 Every such transaction also changes the research row: the seqs of the events it records, token counts, dropped
 quotes, the count of queries still pending. Taking that row first would make all of one research's writes run
 one at a time (docs/performance.md, Finding 1). Instead, what a transaction does to the research row is tallied
-here and applied by one `UPDATE ... RETURNING` at its end, just before the commit, and the events are inserted
-with the seqs it returns, in the same statement on PostgreSQL: the row is locked from that statement to the
-commit, and seqs stay gap-free and in commit order. (SQLite, the embedded mode, has one writer at a time anyway.)
+(research/transactions.py) and applied by one `UPDATE ... RETURNING` at its end, just before the commit, and the
+events are inserted with the seqs it returns, in the same statement on PostgreSQL: the row is locked from that
+statement to the commit, and seqs stay gap-free and in commit order. (SQLite, the embedded mode, has one writer
+at a time anyway.)
 
 Lock order, in every transaction that takes more than one row lock: page → websites → queries → research, and
 rows of one kind in primary-key order. Tree transactions follow it by construction (the research row last).
-Cancel and fail (lifecycle.py) first change the research's status alone, then stop its unfinished websites and
-queries in that order; a tree transaction that reaches its end after the status changed finds it here and rolls
-back (ResearchStopped), so nothing lands in a research once it is over.
+Cancel and fail (research/lifecycle.py) first change the research's status alone, then stop its unfinished
+websites and queries in that order; a tree transaction that reaches its end after the status changed finds it
+here and rolls back (ResearchStopped), so nothing lands in a research once it is over.
 """
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import events
+from research import dispatch, events, push
 from research.models import Event, Research, ResearchStatus
+from research.transactions import Tally, tallying
 from workers.errors import ResearchStopped
 
 # A tree may change while its research runs; the report step changes no tree rows.
 WRITABLE = {ResearchStatus.RUNNING, ResearchStatus.REPORTING}
 
 
-@dataclass
-class Tally:
-    """What one tree transaction does to its research's row, applied at its end."""
-
-    research_id: str
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    quotes_dropped: int = 0
-    queries_finished: int = 0
-
-
-# The tree transactions each worker thread has open, innermost last.
-_open = threading.local()
-
-
-def open_tally(research_id: Any) -> Tally | None:
-    """The tally of the tree transaction this thread has open for the research, if any."""
-    stack = getattr(_open, "stack", None)
-    if stack and stack[-1].research_id == str(research_id):
-        return stack[-1]
-    return None
-
-
 @contextmanager
 def tree_transaction(research_id: Any) -> Iterator[Tally]:
     """A transaction over one research's tree rows; the research row is updated once, at the end."""
     with transaction.atomic():
-        with events.deferred(research_id) as recorded:
-            tally = Tally(str(research_id), recorded)
-            outer = getattr(_open, "stack", [])
-            _open.stack = [*outer, tally]
-            try:
-                yield tally
-            finally:
-                _open.stack = outer
+        with tallying(research_id) as tally:
+            yield tally
         _apply(tally)
 
 
 def _apply(tally: Tally) -> None:
-    if not (tally.events or tally.prompt_tokens or tally.completion_tokens or tally.quotes_dropped):
-        if not tally.queries_finished:
-            return  # nothing changed (a duplicate delivery, say): the research row is not touched at all
+    if tally.is_empty():
+        return  # nothing changed (a duplicate delivery, say): the research row is not touched at all
     now = timezone.now()
     finished = tally.queries_finished
     update = (
@@ -112,11 +81,8 @@ def _apply(tally: Tally) -> None:
         # Cancelled or failed (and its unfinished rows stopped) while this step ran: nothing of it may land.
         raise ResearchStopped(f"research {tally.research_id} is {status}")
     if inserted:
-        events.push_on_commit(tally.research_id)
+        push.push_on_commit(tally.research_id)
     else:
-        events.insert_deferred(tally.research_id, tally.events, last_seq)
+        events.insert_events(tally.research_id, tally.events, last_seq)
     if finished and pending == 0:
-        from workers import tasks  # tasks import the pipeline; the pipeline queues tasks only on commit
-
-        research_id = tally.research_id
-        transaction.on_commit(lambda: tasks.write_report_task.delay(research_id), robust=True)
+        dispatch.queue_on_commit(dispatch.REPORT, tally.research_id)

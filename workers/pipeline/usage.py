@@ -5,7 +5,7 @@ from typing import Any
 from django.db.models import F
 
 from research.models import Research
-from workers.pipeline.tree_writes import open_tally
+from research.transactions import open_tally
 
 
 def add_usage(research_id: Any, prompt_tokens: int, completion_tokens: int) -> None:

@@ -1,6 +1,6 @@
 // Pure helpers of the research UI: no DOM, so the browser tests can check them directly.
 
-// SPEC §2: level 1 has `breadth` queries; b(k+1) = ceil(b(k) / 2); each query at level k spawns ceil(b(k) / 2)
+// The tree's arithmetic (research/planning.py): level 1 has `breadth` queries; b(k+1) = ceil(b(k) / 2); each query at level k spawns ceil(b(k) / 2)
 // children, never fewer than one. A port of research/planning.py.
 export function levelBreadth(breadth, level) {
   let b = breadth;

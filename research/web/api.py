@@ -1,4 +1,5 @@
-"""The JSON API of SPEC §2 and §5. Views validate, then hand off to the pipeline or queue a task."""
+"""The JSON API. Views check the shape of the input, then hand off to research/services.py (or, for follow-up
+questions, to the pipeline step that asks the model)."""
 
 import functools
 import logging
@@ -6,32 +7,27 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils import timezone
 
-from research.models import (
-    ACTIVE_STATUSES,
-    Document,
-    DocumentKind,
-    Event,
-    FollowUpQuestion,
-    Research,
-    ResearchStatus,
-)
-from research.rendering import render_markdown
-from research.snapshot import build_snapshot, research_summary
-from research.validation import ApiError, clean_text, int_field, json_body, list_field, text_field, uuid_value
-from workers.agents.engines import default_engine
+from research import services
+from research.models import Document, DocumentKind, Event, Research, ResearchStatus
+from research.snapshot import build_snapshot, event_payload, research_summary
+from research.web.rendering import render_markdown
+from research.web.validation import ApiError, clean_text, int_field, json_body, list_field, text_field, uuid_value
 from workers.errors import PermanentError, TransientError
 from workers.pipeline.followups import generate_followups
-from workers.pipeline.lifecycle import cancel_research
-from workers.tasks import start_research_task
 
 log = logging.getLogger(__name__)
 
 View = Callable[..., HttpResponse]
+
+SERVICE_ERROR_STATUS = {
+    services.InvalidInput: 400,
+    services.NotStartable: 409,
+    services.NotCancellable: 409,
+    services.TooManyActive: 429,
+}
 
 
 def error_response(status: int, message: str, field: str | None = None) -> JsonResponse:
@@ -54,6 +50,8 @@ def api_view(*methods: str) -> Callable[[View], View]:
                 return view(request, *args, **kwargs)
             except ApiError as exc:
                 return error_response(exc.status, exc.message, exc.field)
+            except services.ServiceError as exc:
+                return error_response(SERVICE_ERROR_STATUS[type(exc)], exc.message, exc.field)
 
         return wrapper
 
@@ -69,21 +67,12 @@ def own_research(request: HttpRequest, research_id: str) -> Research:
     return research
 
 
-def make_title(prompt: str, limit: int = 90) -> str:
-    first_line = " ".join(prompt.split())
-    if len(first_line) <= limit:
-        return first_line
-    return first_line[:limit].rsplit(" ", 1)[0] + "…"
-
-
 @api_view("POST")
 def questions(request: HttpRequest) -> HttpResponse:
     data = json_body(request)
     prompt = text_field(data, "prompt", settings.MAX_PROMPT_CHARS)
     count = int_field(data, "num_questions", 1, settings.MAX_FOLLOWUP_QUESTIONS)
-    research = Research.objects.create(
-        owner=request.user, prompt=prompt, title=make_title(prompt), num_questions=count, engine=default_engine()
-    )
+    research = services.create_draft(request.user, prompt, count)
     try:
         asked = generate_followups(research.pk)
     except (TransientError, PermanentError) as exc:
@@ -98,48 +87,15 @@ def start(request: HttpRequest) -> HttpResponse:
     depth = int_field(data, "depth", 1, settings.MAX_DEPTH)
     if data.get("research_id") is not None:
         research = own_research(request, data["research_id"])
-        answers = _answers(data, research)
-        if research.status != ResearchStatus.AWAITING_ANSWERS:
-            raise ApiError(409, f"research is {research.status}; only one awaiting answers can start", "research_id")
+        answers = [answer for _, answer in _answers(data, research)]
+        services.start_research(research, answers, breadth, depth)
     else:
-        research, answers = None, _questions_with_answers(data)
-
-    with transaction.atomic():
-        # Lock the user's row so two starts at once cannot both slip under the cap.
-        get_user_model().objects.select_for_update().filter(pk=request.user.pk).first()
-        active = Research.objects.filter(owner=request.user, status__in=ACTIVE_STATUSES).count()
-        if active >= settings.MAX_ACTIVE_RESEARCH_PER_USER:
-            raise ApiError(
-                429,
-                f"you have {active} researches running; the limit is "
-                f"{settings.MAX_ACTIVE_RESEARCH_PER_USER}: wait for one to finish or cancel one",
-            )
-        if research is None:
-            prompt = text_field(data, "prompt", settings.MAX_PROMPT_CHARS)
-            research = Research.objects.create(
-                owner=request.user,
-                prompt=prompt,
-                title=make_title(prompt),
-                num_questions=len(answers),
-                status=ResearchStatus.AWAITING_ANSWERS,
-                engine=default_engine(),
-            )
-            FollowUpQuestion.objects.bulk_create(
-                FollowUpQuestion(research=research, position=i, question=q, answer=a)
-                for i, (q, a) in enumerate(answers)
-            )
-        else:
-            for position, (_, answer) in enumerate(answers):
-                FollowUpQuestion.objects.filter(research=research, position=position).update(answer=answer)
-        # Conditional: of two racing starts, only one moves the research on and queues it.
-        claimed = Research.objects.filter(pk=research.pk, status=ResearchStatus.AWAITING_ANSWERS).update(
-            status=ResearchStatus.QUEUED, breadth=breadth, depth=depth, claimed_at=timezone.now()
-        )
-        if not claimed:
-            raise ApiError(409, "research was started already", "research_id")
-        research_id = str(research.pk)
-        transaction.on_commit(lambda: start_research_task.delay(research_id), robust=True)
-    return JsonResponse({"research_id": research_id}, status=202)
+        prompt = text_field(data, "prompt", settings.MAX_PROMPT_CHARS)
+        answered = _questions_with_answers(data)
+        with transaction.atomic():  # refused at the cap: the new research is not kept either
+            research = services.create_with_answers(request.user, prompt, answered)
+            services.start_research(research, None, breadth, depth)
+    return JsonResponse({"research_id": str(research.pk)}, status=202)
 
 
 def _answers(data: dict[str, Any], research: Research) -> list[tuple[str, str]]:
@@ -154,7 +110,6 @@ def _answers(data: dict[str, Any], research: Research) -> list[tuple[str, str]]:
 
 
 def _questions_with_answers(data: dict[str, Any]) -> list[tuple[str, str]]:
-    text_field(data, "prompt", settings.MAX_PROMPT_CHARS)  # validated before anything is created
     items = list_field(data, "questions", settings.MAX_FOLLOWUP_QUESTIONS)
     pairs = []
     for index, item in enumerate(items):
@@ -186,20 +141,19 @@ def research_events(request: HttpRequest, research_id: str) -> HttpResponse:
     if not (raw_after.isascii() and raw_after.isdigit()):  # "²".isdigit() is True, int("²") fails
         raise ApiError(400, "must be a non-negative integer", "after")
     events = Event.objects.filter(research=research, seq__gt=int(raw_after)).order_by("seq")[:5000]
-    return JsonResponse(
-        {
-            "events": [
-                {"seq": e.seq, "type": e.type, "data": e.data, "created_at": e.created_at.isoformat()} for e in events
-            ]
-        }
-    )
+    return JsonResponse({"events": [event_payload(event) for event in events]})
 
 
-def _document(request: HttpRequest, research_id: str, kind: str, filename: str) -> HttpResponse:
+def _document(request: HttpRequest, research_id: str, kind: str, filename: str, html: bool = False) -> HttpResponse:
+    """The research's report or error output: its markdown, or as sanitised HTML for the report view to insert."""
     research = own_research(request, research_id)
     document = Document.objects.filter(research=research, kind=kind).first()
     if document is None:
         raise ApiError(404, f"this research has no {filename} (yet)")
+    if html:
+        response = HttpResponse(render_markdown(document.markdown), content_type="text/html; charset=utf-8")
+        response["Cache-Control"] = "private, no-cache"
+        return response
     response = HttpResponse(document.markdown, content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'inline; filename="{filename}"'
     return response
@@ -215,31 +169,18 @@ def error_output_md(request: HttpRequest, research_id: str) -> HttpResponse:
     return _document(request, research_id, DocumentKind.ERROR_OUTPUT, "error-output.md")
 
 
-def _document_html(request: HttpRequest, research_id: str, kind: str, filename: str) -> HttpResponse:
-    """The document as sanitised HTML (research/rendering.py), for the report view to insert as it is."""
-    research = own_research(request, research_id)
-    document = Document.objects.filter(research=research, kind=kind).first()
-    if document is None:
-        raise ApiError(404, f"this research has no {filename} (yet)")
-    response = HttpResponse(render_markdown(document.markdown), content_type="text/html; charset=utf-8")
-    response["Cache-Control"] = "private, no-cache"
-    return response
-
-
 @api_view("GET")
 def report_html(request: HttpRequest, research_id: str) -> HttpResponse:
-    return _document_html(request, research_id, DocumentKind.REPORT, "report.md")
+    return _document(request, research_id, DocumentKind.REPORT, "report.md", html=True)
 
 
 @api_view("GET")
 def error_output_html(request: HttpRequest, research_id: str) -> HttpResponse:
-    return _document_html(request, research_id, DocumentKind.ERROR_OUTPUT, "error-output.md")
+    return _document(request, research_id, DocumentKind.ERROR_OUTPUT, "error-output.md", html=True)
 
 
 @api_view("POST")
 def cancel(request: HttpRequest, research_id: str) -> HttpResponse:
     research = own_research(request, research_id)
-    if not cancel_research(research.pk):
-        research.refresh_from_db(fields=["status"])
-        raise ApiError(409, f"research is {research.status} and cannot be cancelled")
+    services.cancel(research)
     return JsonResponse({"research_id": str(research.pk), "status": ResearchStatus.CANCELLED})

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from research import consumers
+from research.web import consumers
 
 websocket_urlpatterns = [
     path("ws/research/", consumers.SidebarConsumer.as_asgi()),

@@ -52,7 +52,7 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
             super().add_files(root, prefix)
 
     @staticmethod
-    def serve(static_file, request: HttpRequest) -> HttpResponse:  # noqa: ANN001 - WhiteNoise's StaticFile
+    def serve(static_file, request: HttpRequest) -> HttpResponse:
         answer = static_file.get_response(request.method, request.META)
         body = b""
         if answer.file is not None:

@@ -15,11 +15,10 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.db import connection, transaction
 
-from research.events import event_payload, research_group, user_group
-from research.models import Event, Research
-from research.snapshot import build_snapshot, research_summary
+from research.models import Research
+from research.push import research_group, user_group
+from research.snapshot import read_history, research_summary
 
 HISTORY_LIMIT = 20_000
 MAX_SEQ = 2**31 - 1  # seq is a 32-bit column; larger `after` values mean "nothing newer"
@@ -114,15 +113,7 @@ class ResearchConsumer(_JsonConsumer):
 
     @database_sync_to_async
     def _history(self, after: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        # One consistent view, as events.flush reads it: an event committed between the two reads would
-        # otherwise be in the snapshot but not in the events sent with it.
-        with transaction.atomic():
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            rows = Event.objects.filter(research_id=self.research_id, seq__gt=after).order_by("seq")[:HISTORY_LIMIT]
-            events = [event_payload(e) for e in rows]
-            return events, build_snapshot(self.research_id)
+        return read_history(self.research_id, after, HISTORY_LIMIT)
 
 
 def _after_from_query(query_string: bytes) -> int:

@@ -1,0 +1,89 @@
+"""How a research ends early: cancelled by its owner, or failed critically with an error output.
+
+Both first change the research's status alone, in a transaction that takes the research row first. From that
+commit on, no step's tree transaction can land (it checks the status at its end and rolls back). Then the
+unfinished websites and queries are stopped, in the tree's lock order, and the ending is recorded as an event.
+"""
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from research.error_output import build_error_output
+from research.events import record_event
+from research.models import (
+    ACTIVE_STATUSES,
+    Document,
+    DocumentKind,
+    EventType,
+    QueryStatus,
+    Research,
+    ResearchStatus,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
+from research.transactions import research_transaction
+
+log = logging.getLogger(__name__)
+
+UNFINISHED_QUERIES = [QueryStatus.PENDING, QueryStatus.SEARCHING, QueryStatus.SCRAPING]
+UNFINISHED_WEBSITES = [WebsiteStatus.PENDING, WebsiteStatus.SCRAPING, WebsiteStatus.ANALYZING]
+CANCELLABLE = [*ACTIVE_STATUSES, ResearchStatus.DRAFT, ResearchStatus.AWAITING_ANSWERS]
+
+
+def cancel_research(research_id: Any) -> bool:
+    """Cancel an unfinished research: queued work finds it cancelled and stops. False if already finished."""
+    now = timezone.now()
+    with research_transaction(research_id):
+        if not Research.objects.filter(pk=research_id, status__in=CANCELLABLE).update(
+            status=ResearchStatus.CANCELLED, finished_at=now
+        ):
+            return False
+    stop_unfinished(research_id, now, EventType.RESEARCH_CANCELLED, {"by": "user"})
+    return True
+
+
+def fail_research(research_id: Any, reason: str, what: str, impact: str) -> bool:
+    """End the research as failed with an error-output.md; False if it had already ended."""
+    now = timezone.now()
+    error = f"{what} {impact}"
+    with research_transaction(research_id):
+        if not Research.objects.filter(pk=research_id, status__in=ACTIVE_STATUSES).update(
+            status=ResearchStatus.FAILED, finished_at=now, error=error[:4000]
+        ):
+            return False
+        # Written before unfinished rows are stopped, so it shows the states the failure found them in.
+        markdown = build_error_output(research_id, what, impact)
+        Document.objects.update_or_create(
+            research_id=research_id,
+            kind=DocumentKind.ERROR_OUTPUT,
+            defaults={"markdown": markdown, "stats": {"reason": reason}},
+        )
+    stop_unfinished(research_id, now, EventType.RESEARCH_FAILED, {"reason": reason, "error": error[:1000]})
+    log.warning("research %s failed (%s): %s", research_id, reason, what)
+    return True
+
+
+def stop_unfinished(research_id: Any, now: Any, event_type: str | None = None, data: dict | None = None) -> None:
+    """Mark an ended research's unfinished websites and queries cancelled, then record how it ended.
+
+    Runs after the status change has committed, in the tree lock order (websites, queries, each in key order,
+    then the research row for the event), so it cannot deadlock with a step that is finishing. The sweeper
+    runs it again for a research whose worker died between the two transactions.
+    """
+    with transaction.atomic():
+        websites = Website.objects.select_for_update().filter(research_id=research_id, status__in=UNFINISHED_WEBSITES)
+        stopped = list(websites.order_by("pk").values_list("pk", flat=True))
+        Website.objects.filter(pk__in=stopped, status__in=UNFINISHED_WEBSITES).update(
+            status=WebsiteStatus.CANCELLED, finished_at=now
+        )
+        queries = SerpQuery.objects.select_for_update().filter(research_id=research_id, status__in=UNFINISHED_QUERIES)
+        stopped = list(queries.order_by("pk").values_list("pk", flat=True))
+        SerpQuery.objects.filter(pk__in=stopped, status__in=UNFINISHED_QUERIES).update(
+            status=QueryStatus.CANCELLED, finished_at=now
+        )
+        if event_type:
+            record_event(research_id, event_type, data)

@@ -1,0 +1,183 @@
+"""Pushes: a research's new events and its snapshot, sent over the channel layer a moment after they commit.
+
+Pushes are coalesced, as live updates may be: after a commit the research is marked dirty, and a flusher thread
+in this process sends, once per PUSH_INTERVAL, one message per dirty research carrying every event since the
+last push and one snapshot. A Redis lock per research and a Redis record of the last pushed seq make processes
+take turns, so events go out once and in order whichever worker recorded them. The database stays the record:
+a lost push costs nothing, because a client that sees a seq gap or reconnects reads the missing events back.
+"""
+
+import logging
+import threading
+import uuid
+from typing import Any
+
+import redis
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import close_old_connections, connections, transaction
+
+from research.models import Research
+from research.snapshot import read_history
+
+log = logging.getLogger(__name__)
+
+MAX_EVENTS_PER_PUSH = 500
+# Without a record of the last push (new research, or Redis was emptied), push at most this many old events.
+FRESH_HISTORY = 200
+
+
+def research_group(research_id: Any) -> str:
+    return f"research-{research_id}"
+
+
+def user_group(user_id: int) -> str:
+    return f"user-{user_id}"
+
+
+def push_on_commit(research_id: Any) -> None:
+    """Queue the push of the research's new events for when the current transaction commits."""
+    transaction.on_commit(lambda: _pusher.mark(str(research_id)))
+
+
+class _Pusher:
+    """Per-process flusher: coalesces the pushes of every research this process recorded events for."""
+
+    def __init__(self) -> None:
+        self._dirty: set[str] = set()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._state: PushState | None = None
+
+    def mark(self, research_id: str) -> None:
+        with self._wake:
+            self._dirty.add(research_id)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="event-pusher", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if not self._dirty:
+                    # Idle: give the connection back rather than hold it open between bursts.
+                    connections.close_all()
+                while not self._dirty:
+                    self._wake.wait()
+            # Let the events of a busy moment gather into one push.
+            threading.Event().wait(settings.PUSH_INTERVAL)
+            with self._wake:
+                batch, self._dirty = self._dirty, set()
+            close_old_connections()
+            for research_id in batch:
+                try:
+                    if not flush(research_id, self._push_state()):
+                        self.mark(research_id)  # another process holds the turn: try again next round
+                except Exception:  # pushing is best effort; clients catch up from the database
+                    log.warning("push for research %s failed", research_id, exc_info=True)
+
+    def _push_state(self) -> "PushState":
+        if self._state is None:
+            self._state = RedisPushState() if settings.REDIS_URL else LocalPushState()
+        return self._state
+
+
+class PushState:
+    """Whose turn it is to push a research, and the last seq pushed."""
+
+    def acquire(self, research_id: str) -> str | None:
+        raise NotImplementedError
+
+    def release(self, research_id: str, token: str) -> None:
+        raise NotImplementedError
+
+    def pushed(self, research_id: str) -> int | None:
+        raise NotImplementedError
+
+    def set_pushed(self, research_id: str, seq: int) -> None:
+        raise NotImplementedError
+
+
+class RedisPushState(PushState):
+    """Shared by every process, so processes take turns per research and never push an event twice."""
+
+    def __init__(self) -> None:
+        self.client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+
+    def acquire(self, research_id: str) -> str | None:
+        token = uuid.uuid4().hex
+        return token if self.client.set(f"push-lock:{research_id}", token, nx=True, px=10_000) else None
+
+    def release(self, research_id: str, token: str) -> None:
+        # Release only our own lock (it may have expired and been taken by another process).
+        if self.client.get(f"push-lock:{research_id}") == token.encode():
+            self.client.delete(f"push-lock:{research_id}")
+
+    def pushed(self, research_id: str) -> int | None:
+        stored = self.client.get(f"push-seq:{research_id}")
+        return int(stored) if stored is not None else None
+
+    def set_pushed(self, research_id: str, seq: int) -> None:
+        self.client.set(f"push-seq:{research_id}", seq, ex=7 * 24 * 3600)
+
+
+class LocalPushState(PushState):
+    """Embedded mode (no Redis): turns and seqs per process. Two processes may both push an event; clients drop
+    seqs they already have, and a gap makes them catch up from the database."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.busy: set[str] = set()
+        self.seqs: dict[str, int] = {}
+
+    def acquire(self, research_id: str) -> str | None:
+        with self.lock:
+            if research_id in self.busy:
+                return None
+            self.busy.add(research_id)
+            return research_id
+
+    def release(self, research_id: str, token: str) -> None:
+        with self.lock:
+            self.busy.discard(research_id)
+
+    def pushed(self, research_id: str) -> int | None:
+        return self.seqs.get(research_id)
+
+    def set_pushed(self, research_id: str, seq: int) -> None:
+        self.seqs[research_id] = seq
+
+
+_pusher = _Pusher()
+
+
+def flush(research_id: str, state: PushState) -> bool:
+    """Push the research's events since the last push, with a consistent snapshot. False if not our turn."""
+    token = state.acquire(research_id)
+    if token is None:
+        return False
+    try:
+        research = Research.objects.filter(pk=research_id).values("last_event_seq", "owner_id").first()
+        if research is None:
+            return True
+        pushed = state.pushed(research_id)
+        if pushed is None:
+            pushed = max(0, research["last_event_seq"] - FRESH_HISTORY)
+        try:
+            events, snapshot = read_history(research_id, pushed, MAX_EVENTS_PER_PUSH)
+        except Research.DoesNotExist:
+            return True
+        if not events:
+            return True
+        send = async_to_sync(get_channel_layer().group_send)
+        send(research_group(research_id), {"type": "research.update", "events": events, "snapshot": snapshot})
+        summary = {key: snapshot["research"][key] for key in ("id", "title", "status", "created_at", "finished_at")}
+        send(user_group(research["owner_id"]), {"type": "sidebar.update", "research": summary})
+        state.set_pushed(research_id, events[-1]["seq"])
+        if events[-1]["seq"] < snapshot["research"]["last_event_seq"]:
+            _pusher.mark(research_id)  # more than one message's worth: the rest next round
+        return True
+    finally:
+        state.release(research_id, token)

@@ -1,0 +1,124 @@
+"""The use cases that start and stop a research, one function each, for every entry point.
+
+The JSON API, the `start_research` management command, the benchmarks and the browser tests' seed data all go
+through these functions, so they all get the same checks: the same limits, the per-user cap, and the
+conditional claim that lets only one of two racing starts through. Follow-up questions need the model, so they
+are a pipeline step (workers/pipeline/followups.py) that the API calls on a draft made here.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from research import dispatch
+from research.lifecycle import cancel_research
+from research.models import ACTIVE_STATUSES, FollowUpQuestion, Research, ResearchStatus
+
+
+class ServiceError(Exception):
+    """A request the service refuses; `field` names the input at fault, if one is."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.field = message, field
+
+
+class InvalidInput(ServiceError):
+    pass
+
+
+class TooManyActive(ServiceError):
+    pass
+
+
+class NotStartable(ServiceError):
+    """The research is not awaiting answers (started already, running, or over)."""
+
+
+class NotCancellable(ServiceError):
+    pass
+
+
+def make_title(prompt: str, limit: int = 90) -> str:
+    first_line = " ".join(prompt.split())
+    if len(first_line) <= limit:
+        return first_line
+    return first_line[:limit].rsplit(" ", 1)[0] + "…"
+
+
+def create_draft(owner: Any, prompt: str, num_questions: int) -> Research:
+    """A new research whose follow-up questions are still to be written."""
+    _check_prompt(prompt)
+    if not 1 <= num_questions <= settings.MAX_FOLLOWUP_QUESTIONS:
+        raise InvalidInput(f"must be 1..{settings.MAX_FOLLOWUP_QUESTIONS}", "num_questions")
+    return Research.objects.create(
+        owner=owner, prompt=prompt, title=make_title(prompt), num_questions=num_questions, engine=default_engine()
+    )
+
+
+def create_with_answers(owner: Any, prompt: str, answered: Sequence[tuple[str, str]]) -> Research:
+    """A new research whose questions the client brings already answered: it awaits only its start."""
+    _check_prompt(prompt)
+    with transaction.atomic():
+        research = Research.objects.create(
+            owner=owner,
+            prompt=prompt,
+            title=make_title(prompt),
+            num_questions=len(answered),
+            status=ResearchStatus.AWAITING_ANSWERS,
+            engine=default_engine(),
+        )
+        FollowUpQuestion.objects.bulk_create(
+            FollowUpQuestion(research=research, position=i, question=q, answer=a) for i, (q, a) in enumerate(answered)
+        )
+    return research
+
+
+def start_research(research: Research, answers: Sequence[str] | None, breadth: int, depth: int) -> None:
+    """Store the answers (None: keep those stored) and queue the research, within its owner's cap."""
+    if research.status != ResearchStatus.AWAITING_ANSWERS:
+        raise NotStartable(f"research is {research.status}; only one awaiting answers can start", "research_id")
+    if not 1 <= breadth <= settings.MAX_BREADTH:
+        raise InvalidInput(f"must be 1..{settings.MAX_BREADTH}", "breadth")
+    if not 1 <= depth <= settings.MAX_DEPTH:
+        raise InvalidInput(f"must be 1..{settings.MAX_DEPTH}", "depth")
+    with transaction.atomic():
+        # Lock the owner's row so two starts at once cannot both slip under the cap.
+        get_user_model().objects.select_for_update().filter(pk=research.owner_id).first()
+        active = Research.objects.filter(owner_id=research.owner_id, status__in=ACTIVE_STATUSES).count()
+        if active >= settings.MAX_ACTIVE_RESEARCH_PER_USER:
+            raise TooManyActive(
+                f"you have {active} researches running; the limit is "
+                f"{settings.MAX_ACTIVE_RESEARCH_PER_USER}: wait for one to finish or cancel one"
+            )
+        for position, answer in enumerate(answers or []):
+            FollowUpQuestion.objects.filter(research=research, position=position).update(answer=answer)
+        # Conditional: of two racing starts, only one moves the research on and queues it.
+        if not Research.objects.filter(pk=research.pk, status=ResearchStatus.AWAITING_ANSWERS).update(
+            status=ResearchStatus.QUEUED, breadth=breadth, depth=depth, claimed_at=timezone.now()
+        ):
+            raise NotStartable("research was started already", "research_id")
+        dispatch.queue_on_commit(dispatch.START, str(research.pk))
+
+
+def cancel(research: Research) -> None:
+    """Stop an unfinished research and every step of it."""
+    if not cancel_research(research.pk):
+        research.refresh_from_db(fields=["status"])
+        raise NotCancellable(f"research is {research.status} and cannot be cancelled")
+
+
+def default_engine() -> str:
+    """The engine a new research gets; settings resolve RESEARCH_ENGINE=auto to llm or extractive."""
+    return settings.RESEARCH_ENGINE
+
+
+def _check_prompt(prompt: str) -> None:
+    if not prompt.strip():
+        raise InvalidInput("must not be empty", "prompt")
+    if len(prompt) > settings.MAX_PROMPT_CHARS:
+        raise InvalidInput(f"must be at most {settings.MAX_PROMPT_CHARS} characters", "prompt")

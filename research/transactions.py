@@ -1,0 +1,76 @@
+"""The two kinds of transaction that change a research, and the tally that defers its row's changes.
+
+Steps that decide a research's course (start, planning, report, cancel, fail) take the research row first, in
+`research_transaction`, to serialise against each other. Steps that write the tree (queries, websites, pages,
+extracts) must not: they would then run one at a time. They open a `Tally` instead (workers/pipeline/
+tree_writes.py): what they do to the research row (event seqs, tokens, finished queries, dropped quotes) is
+collected here and applied by one statement at the end of the transaction. Code that records an event or
+counts tokens asks `open_tally` whether such a transaction is open for that research; if one is, it adds to the
+tally, and otherwise writes at once.
+"""
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection, transaction
+
+from research.models import Research
+
+
+@contextmanager
+def research_transaction(research_id: Any) -> Iterator[None]:
+    """A transaction that locks the research row first."""
+    with transaction.atomic():
+        # SQLite (embedded mode) has no row locks; its IMMEDIATE transactions already take the one write lock.
+        if connection.features.has_select_for_update:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    # NO KEY UPDATE: rows inserted with a foreign key to the research (FOR KEY SHARE) do not wait.
+                    f"SELECT 1 FROM {Research._meta.db_table} WHERE id = %s FOR NO KEY UPDATE",
+                    [Research._meta.pk.get_db_prep_value(research_id, connection)],
+                )
+        yield
+
+
+@dataclass
+class Tally:
+    """What one tree transaction does to its research's row, applied at its end."""
+
+    research_id: str
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    quotes_dropped: int = 0
+    queries_finished: int = 0
+
+    def is_empty(self) -> bool:
+        return not (
+            self.events or self.prompt_tokens or self.completion_tokens or self.quotes_dropped or self.queries_finished
+        )
+
+
+# The tallies this thread has open, innermost last.
+_open = threading.local()
+
+
+def open_tally(research_id: Any) -> Tally | None:
+    """The tally of the innermost tree transaction this thread has open, if it is for this research."""
+    stack = getattr(_open, "stack", None)
+    if stack and stack[-1].research_id == str(research_id):
+        return stack[-1]
+    return None
+
+
+@contextmanager
+def tallying(research_id: Any) -> Iterator[Tally]:
+    """Inside the block, the research's events, tokens and counters go into the tally it yields."""
+    tally = Tally(str(research_id))
+    outer = getattr(_open, "stack", [])
+    _open.stack = [*outer, tally]
+    try:
+        yield tally
+    finally:
+        _open.stack = outer
