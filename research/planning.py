@@ -26,3 +26,12 @@ def queries_per_level(breadth: int, depth: int) -> list[int]:
 
 def total_queries(breadth: int, depth: int) -> int:
     return sum(queries_per_level(breadth, depth))
+
+
+def descendants(breadth: int, depth: int, level: int) -> int:
+    """Queries below one level-`level` query when its whole subtree runs (none below the last level)."""
+    total, width = 0, 1
+    for k in range(level, depth):
+        width *= children_per_query(breadth, k)
+        total += width
+    return total

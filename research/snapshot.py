@@ -22,7 +22,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import total_queries
+from research.planning import descendants, total_queries
 
 SNAPSHOT_VERSION = 1
 
@@ -153,10 +153,17 @@ def _progress(
     extracts: dict[int, list[dict[str, str]]],
 ) -> dict[str, int]:
     website_statuses = [row["status"] for row in website_rows]
+    planned = 0
+    if research.breadth and research.depth:
+        # A failed query plans no children: its subtree is no longer planned.
+        pruned = sum(
+            descendants(research.breadth, research.depth, row["depth"])
+            for row in query_rows
+            if row["status"] == QueryStatus.FAILED
+        )
+        planned = total_queries(research.breadth, research.depth) - pruned
     return {
-        "queries_planned": total_queries(research.breadth, research.depth)
-        if research.breadth and research.depth
-        else 0,
+        "queries_planned": planned,
         "queries_created": len(query_rows),
         "queries_done": sum(1 for row in query_rows if row["status"] == QueryStatus.DONE),
         "queries_failed": sum(1 for row in query_rows if row["status"] == QueryStatus.FAILED),

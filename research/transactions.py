@@ -44,7 +44,7 @@ class Tally:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     quotes_dropped: int = 0
-    queries_finished: int = 0
+    queries_finished: int = 0  # planned queries counted off: finished ones, and the subtrees of failed ones
 
     def is_empty(self) -> bool:
         return not (

@@ -67,3 +67,32 @@ def test_report_sources_are_trimmed_to_the_budget_keeping_one_finding_each() -> 
     assert len(sources_block(sources)) <= 3_000
     assert sources and all(1 <= len(s.findings) <= 10 for s in sources)
     assert [s.number for s in sources] == list(range(1, len(sources) + 1))  # trimmed from the end
+
+
+def test_query_generator_keeps_the_nearest_learnings_when_trimming(fakes, fake_llm, settings) -> None:
+    # given a depth-4 planning: three ancestors, each with more learnings than the budget holds
+    settings.LEARNINGS_TOKEN_BUDGET = 300
+    chain = [
+        Ancestor(
+            f"query {d}", f"objective {d}", [f"Depth {d} learning {i} is a fact of some length." for i in range(60)]
+        )
+        for d in range(1, 4)
+    ]
+    # when
+    query_generator.plan_queries("Tidal energy costs", [], chain, 2)
+    # then the parent's learnings are in the prompt, the top-level query's are cut first, and it fits the budget
+    text = fake_llm.calls("serp_queries")[-1]["messages"][-1]["content"]
+    branch = text.split("The research branch so far, from the top:\n", 1)[1].split("\n\nWrite exactly", 1)[0]
+    assert len(branch) <= 300 * 4
+    assert "Depth 3 learning 0 is a fact" in branch
+    assert "Depth 1 learning 0 is a fact" not in branch
+    assert all(f"Depth {d} query: query {d}" in branch for d in range(1, 4))
+
+
+def test_query_generator_lists_a_learning_once_where_it_is_nearest() -> None:
+    shared = "Tidal stream LCOE fell to 178 GBP/MWh in 2023."
+    chain = [Ancestor("q1", "o1", [shared, "only at the top"]), Ancestor("q2", "o2", [shared])]
+    text = query_generator.branch_text(chain, 10_000)
+    assert text.count(shared) == 1
+    assert text.index(shared) > text.index("Depth 2 query: q2")
+    assert "only at the top" in text

@@ -99,3 +99,19 @@ def test_url_is_fetched_once_per_research_and_analysed_per_objective(
     for event_type in ("scraping_a_website", "analyzing_a_website", "analyzed_a_website"):
         per_website = research.events.filter(type=event_type).values_list("data__website_id", flat=True)
         assert sorted(per_website) == sorted(websites.values_list("pk", flat=True)), event_type
+
+
+def test_a_depth_4_planning_prompt_holds_its_parents_learnings(api, workers, research_model, fake_llm) -> None:
+    # given a research four levels deep
+    research = wait_finished(start_research(api, 1, 4))
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    # when its depth-4 query was planned
+    parent = SerpQuery.objects.get(research=research, depth=3)
+    assert parent.learnings, "the parent's pages gave no learnings to pass on"
+    prompts = [
+        call["messages"][-1]["content"]
+        for call in fake_llm.calls("serp_queries")
+        if f"Depth 3 query: {parent.query}" in call["messages"][-1]["content"]
+    ]
+    # then the prompt carried the learnings of its parent's pages
+    assert prompts and all(learning in prompts[-1] for learning in parent.learnings)

@@ -3,9 +3,11 @@
 import pytest
 
 from research.models import Document, Extract, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from research.snapshot import build_snapshot
 from tests.fakes import Canary
 from tests.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
 from tests.support.e2e import start_research, wait_finished
+from workers.pipeline.citations import cited_urls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,16 +66,44 @@ def test_ssrf_targets_are_refused_and_canary_gets_nothing(api, workers, research
         assert canary.hits == 0
 
 
-def test_search_down_fails_research_with_complete_error_output(
+def test_failed_searches_fail_their_branches_and_the_research_completes(
     api, workers, research_model, fake_web, fake_searx
 ) -> None:
-    # given a search engine that answers the top-level queries, then breaks for good
+    # given a search engine that fails for good on every 4th query it sees (the same queries on every retry)
+    seen: dict[str, int] = {}
+
     def results(query: str) -> list[str]:
-        if " / " in query:
+        index = seen.setdefault(query, len(seen))
+        if index % 4 == 3:
             raise RuntimeError("search engine crashed")
-        return [fake_web.page_url("geothermal"), fake_web.url + "/status/404"]
+        return fake_searx.default_results(query)
 
     fake_searx.results_for = results
+    # when
+    research = wait_finished(start_research(api, 3, 3))
+    # then the research completes without the failed branches
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    failed = list(SerpQuery.objects.filter(research=research, status="failed"))
+    assert failed and all("search failed" in q.error and "HTTP 500" in q.error for q in failed)
+    assert not SerpQuery.objects.filter(parent__in=failed).exists()
+    events = research.events.filter(type="serp_query_failed")
+    assert sorted(e.data["query_id"] for e in events) == sorted(q.pk for q in failed)
+    # the arithmetic: every query that was still planned ran, and none is pending
+    snapshot = build_snapshot(research.pk)
+    assert snapshot["progress"]["queries_planned"] == SerpQuery.objects.filter(research=research).count() < 15
+    assert snapshot["progress"]["queries_failed"] == len(failed)
+    assert research.pending_queries == 0
+    # and the report cites only analysed pages
+    report = Document.objects.get(research=research, kind="report").markdown
+    analysed = set(Website.objects.filter(research=research, status="analyzed").values_list("url", flat=True))
+    assert cited_urls(report) and set(cited_urls(report)) <= analysed
+
+
+def test_search_down_everywhere_fails_research_with_complete_error_output(
+    api, workers, research_model, fake_searx
+) -> None:
+    # given a search engine that fails for good on every query
+    fake_searx.fail_always(500)
     # when
     research = wait_finished(start_research(api, 2, 2))
     # then
@@ -89,18 +119,42 @@ def test_search_down_fails_research_with_complete_error_output(
         "## Pages that failed",
     ):
         assert heading in output
-    assert "HTTP 500" in output
-    assert fake_web.page_url("geothermal") in output
-    extract = Extract.objects.filter(research=research).first()
-    assert extract is not None and extract.quote in output
-    assert f"{fake_web.url}/status/404 — http_error" in output
-    assert "[done]" in output and "[failed]" in output
+    assert "HTTP 500" in output and "[failed]" in output
     assert not Document.objects.filter(research=research, kind="report").exists()
     types = list(research.events.values_list("type", flat=True))
-    assert "serp_query_failed" in types and types[-1] == "research_failed"
+    assert types.count("serp_query_failed") == 2 and types[-1] == "research_failed"
+    assert SerpQuery.objects.filter(research=research).count() == 2  # no child of a failed query was planned
     assert not SerpQuery.objects.filter(research=research, status__in=["pending", "searching", "scraping"]).exists()
     response = api.get(f"/api/research/{research.pk}/error-output.md")
     assert response.status_code == 200 and response.content.decode() == output
+
+
+def test_search_finding_nothing_fails_research_with_error_output(api, workers, research_model, fake_searx) -> None:
+    # given a search engine that finds nothing for any query
+    fake_searx.results_for = lambda query: []
+    # when
+    research = wait_finished(start_research(api, 3, 2))
+    # then every branch failed, so the research failed with an error output and no report
+    assert research.status == ResearchStatus.FAILED
+    assert "found nothing" in research.error
+    assert set(SerpQuery.objects.filter(research=research).values_list("status", flat=True)) == {"failed"}
+    assert Document.objects.filter(research=research, kind="error_output").exists()
+    assert not Document.objects.filter(research=research, kind="report").exists()
+
+
+def test_nothing_analysed_fails_research_instead_of_an_empty_report(
+    api, workers, research_model, fake_web, fake_searx
+) -> None:
+    # given searches that find only pages that cannot be scraped
+    fake_searx.results_for = lambda query: [fake_web.url + "/status/404", fake_web.url + "/status/500"]
+    # when
+    research = wait_finished(start_research(api, 2, 2))
+    # then there is no report with no source: the research failed, with every page and its reason
+    assert research.status == ResearchStatus.FAILED
+    assert not Document.objects.filter(research=research, kind="report").exists()
+    output = Document.objects.get(research=research, kind="error_output")
+    assert output.stats["reason"] == "nothing_analysed"
+    assert "/status/404 — http_error" in output.markdown
 
 
 def test_fabricated_urls_and_quotes_do_not_survive(api, workers, research_model) -> None:

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.conf import settings
 
-from workers.agents.common import distinct, relaxed, trim_to_tokens
+from workers.agents.common import CHARS_PER_TOKEN, distinct, relaxed, trim_to_tokens
 from workers.clients.llm import InvalidOutputError, complete_json
 
 NAME = "serp_queries"
@@ -64,17 +64,40 @@ def _context(prompt: str, answers: list[tuple[str, str]], ancestors: list[Ancest
             + "\n".join(f"Q: {q}\nA: {a or '(no answer)'}" for q, a in answers)
         )
     if ancestors:
-        chain = []
-        for depth, ancestor in enumerate(ancestors, start=1):
-            learned = "\n".join(f"  - {item}" for item in ancestor.learnings) or "  (nothing relevant was found)"
-            chain.append(
-                f"Depth {depth} query: {ancestor.query}\nObjective: {ancestor.objective}\nLearnings:\n{learned}"
-            )
-        text = "\n\n".join(chain)
-        parts.append(
-            "The research branch so far, from the top:\n" + trim_to_tokens(text, settings.LEARNINGS_TOKEN_BUDGET)
-        )
+        branch = branch_text(ancestors, settings.LEARNINGS_TOKEN_BUDGET * CHARS_PER_TOKEN)
+        parts.append("The research branch so far, from the top:\n" + branch)
     return "\n\n".join(parts)
+
+
+def branch_text(ancestors: list[Ancestor], max_chars: int) -> str:
+    """The ancestor chain from the top, within `max_chars`: every query and objective, and learnings kept nearest
+    first (the parent's whole, the top-level query's cut first), each learning once, where it is nearest."""
+    headers = [
+        f"Depth {depth} query: {ancestor.query}\nObjective: {ancestor.objective}\nLearnings:"
+        for depth, ancestor in enumerate(ancestors, start=1)
+    ]
+    # Each header is kept, with room for the one line that may stand in for its learnings.
+    remaining = max_chars - sum(len(header) + 64 for header in headers)
+    seen: set[str] = set()
+    kept: list[list[str]] = [[] for _ in ancestors]
+    for index in reversed(range(len(ancestors))):
+        for learning in ancestors[index].learnings:
+            key = " ".join(learning.split()).casefold()
+            line = f"  - {learning}"
+            if key in seen or len(line) + 1 > remaining:
+                continue
+            seen.add(key)
+            kept[index].append(line)
+            remaining -= len(line) + 1
+    blocks = []
+    for header, lines, ancestor in zip(headers, kept, ancestors, strict=True):
+        if lines:
+            blocks.append(header + "\n" + "\n".join(lines))
+        elif ancestor.learnings:
+            blocks.append(header + "\n  (left out to fit the budget, or already listed nearer)")
+        else:
+            blocks.append(header + "\n  (nothing relevant was found)")
+    return trim_to_tokens("\n\n".join(blocks), max_chars // CHARS_PER_TOKEN)
 
 
 def plan_queries(

@@ -26,10 +26,13 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
     if research is None:
         return
     owner = claim_owner(task_id)
-    if not Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING).update(
-        claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
-    ):
-        return  # another delivery of this analysis is under way
+    with tree_transaction(website.research_id):
+        if not Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING).update(
+            claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
+        ):
+            return  # another delivery of this analysis is under way
+        # Recorded as the analysis begins (a worker has taken it up), not when it was queued.
+        record_event(website.research_id, EventType.ANALYZING, {"website_id": website_id, "url": website.url})
     text = website.page.text
     research_engine = engine_for(research.engine)
     findings, prompt_tokens, completion_tokens = research_engine.analyze(

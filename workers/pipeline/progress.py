@@ -16,6 +16,7 @@ from django.utils import timezone
 from research import dispatch
 from research.events import record_event
 from research.models import EventType, Extract, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from research.planning import descendants
 from research.transactions import open_tally
 from workers.pipeline.tree_writes import tree_transaction
 
@@ -24,11 +25,11 @@ log = logging.getLogger(__name__)
 MAX_LEARNINGS = 40
 
 
-def _decrement(model: type[Research] | type[SerpQuery], column: str, pk: Any) -> int | None:
+def _decrement(model: type[Research] | type[SerpQuery], column: str, pk: Any, by: int = 1) -> int | None:
     """Decrement a counter and read the new value in one statement (no read-modify-write race)."""
     table, value = model._meta.db_table, model._meta.pk.get_db_prep_value(pk, connection)
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET {column} = {column} - 1 WHERE id = %s RETURNING {column}", [value])
+        cursor.execute(f"UPDATE {table} SET {column} = {column} - %s WHERE id = %s RETURNING {column}", [by, value])
         row = cursor.fetchone()
     return row[0] if row else None
 
@@ -90,7 +91,8 @@ def website_finished(query_id: int) -> None:
 
 
 def query_finished(query_id: int, status: str, from_statuses: list[str], error: str = "") -> bool:
-    """Mark the query done or failed (once), queue its children's planning, and count it off the research."""
+    """Mark the query done or failed (once), queue a done query's children's planning, and count it off the
+    research; a failed query plans no children, so its whole unplanned subtree is counted off with it."""
     learnings = _learnings(query_id)
     changed = SerpQuery.objects.filter(pk=query_id, status__in=from_statuses).update(
         status=status, finished_at=timezone.now(), learnings=learnings, error=error[:2000]
@@ -102,16 +104,32 @@ def query_finished(query_id: int, status: str, from_statuses: list[str], error: 
     if research.status != ResearchStatus.RUNNING:
         return True
     now = timezone.now()
-    if query.depth < (research.depth or 0):
+    counted = 1
+    if status == QueryStatus.FAILED:
+        counted += descendants(research.breadth or 1, research.depth or 1, query.depth)
+    elif query.depth < (research.depth or 0):
         # The query now leases the planning of its children (the sweeper re-queues it if that is lost).
         SerpQuery.objects.filter(pk=query_id).update(claimed_at=now)
         dispatch.queue_on_commit(dispatch.PLAN, str(research.pk), query_id)
     tally = open_tally(research.pk)
     if tally is not None:
-        tally.queries_finished += 1  # the tree transaction's end counts it off and queues the report at zero
-    elif _decrement(Research, "pending_queries", research.pk) == 0:
+        tally.queries_finished += counted  # the tree transaction's end counts them off; at zero, the report
+    elif _decrement(Research, "pending_queries", research.pk, counted) == 0:
         Research.objects.filter(pk=research.pk).update(claimed_at=now)
         dispatch.queue_on_commit(dispatch.REPORT, str(research.pk))
+    return True
+
+
+def query_failed(query_id: int, error: str, from_statuses: list[str]) -> bool:
+    """A branch failure: the query ends `failed` with its reason and plans no children; the research goes on."""
+    query = SerpQuery.objects.filter(pk=query_id).only("research_id", "query").first()
+    if query is None or not query_finished(query_id, QueryStatus.FAILED, from_statuses, error):
+        return False
+    record_event(
+        query.research_id,
+        EventType.SERP_QUERY_FAILED,
+        {"query_id": query_id, "query": query.query, "error": error[:500]},
+    )
     return True
 
 

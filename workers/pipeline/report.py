@@ -68,6 +68,14 @@ def write_report(research_id: str, task_id: str | None = None) -> None:
         .values_list("objective", flat=True)
     )
     sources, page_texts = collect_sources(research_id)
+    if not sources:
+        fail_research(
+            research_id,
+            reason="nothing_analysed",
+            what="No page could be analysed: every search failed or found nothing usable, or every page failed.",
+            impact="A report needs sources, so none was written; every query and page is listed below with its fate.",
+        )
+        return
 
     report, prompt_tokens, completion_tokens = engine_for(research.engine).write(
         research.prompt, answers, objectives, sources
@@ -75,6 +83,9 @@ def write_report(research_id: str, task_id: str | None = None) -> None:
     markdown, stats = render_report(report, sources, page_texts)
     if research.engine == EXTRACTIVE:
         markdown = _offline_note(markdown)
+    if not cited_urls(markdown):
+        # A report that cites nothing is not a research result (the model ignored its sources): fail the step.
+        raise RuntimeError("the report cites none of the analysed pages")
     analysed = {source.url for source in sources}
     stray = [url for url in cited_urls(markdown) if url not in analysed]
     if stray:  # the renderer admits no such link; this guards the guarantee itself

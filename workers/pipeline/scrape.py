@@ -150,8 +150,6 @@ def _to_analysis(research_id: Any, page: Page, websites: list[Waiting]) -> None:
         http_status=page.http_status,
         content_type=page.content_type,
     )
-    for website in websites:
-        record_event(research_id, EventType.ANALYZING, {"website_id": website.pk, "url": website.url})
     dispatch.queue_each_on_commit(dispatch.ANALYZE, ids)
 
 

@@ -1,6 +1,7 @@
 """Searching: one SERP query's results become website rows, each queued for scraping."""
 
 import logging
+from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
@@ -19,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 def run_query(query_id: int, task_id: str | None = None) -> None:
-    """Search for the query and store up to SEARCH_RESULTS_PER_QUERY websites; no results: the query is done."""
+    """Search for the query and store up to SEARCH_RESULTS_PER_QUERY websites; no results: the branch fails."""
     query = SerpQuery.objects.filter(pk=query_id).first()
     if query is None or query.status not in (QueryStatus.PENDING, QueryStatus.SEARCHING):
         return
@@ -66,32 +67,34 @@ def run_query(query_id: int, task_id: str | None = None) -> None:
             },
         )
         if not websites:
-            progress.query_finished(query_id, QueryStatus.DONE, from_statuses=[QueryStatus.SCRAPING])
+            progress.query_failed(query_id, "the search found nothing", from_statuses=[QueryStatus.SCRAPING])
         dispatch.queue_each_on_commit(dispatch.SCRAPE, [website.pk for website in websites])
+    if not results and query.depth == 1:
+        stop_if_every_top_level_search_failed(query.research_id)
 
 
 def search_failed(query_id: int, error: BaseException) -> None:
-    """The search engine failed for good (retries exhausted, or a permanent error): critical for the research."""
-    query = SerpQuery.objects.filter(pk=query_id).first()
+    """The search engine failed for good (retries exhausted, or a permanent error): the branch fails."""
+    query = SerpQuery.objects.filter(pk=query_id).only("research_id", "depth").first()
     if query is None:
         return
     with tree_transaction(query.research_id):
-        changed = SerpQuery.objects.filter(pk=query_id, status__in=[QueryStatus.PENDING, QueryStatus.SEARCHING]).update(
-            status=QueryStatus.FAILED, error=str(error)[:2000], finished_at=timezone.now()
+        progress.query_failed(
+            query_id, f"search failed: {error}", from_statuses=[QueryStatus.PENDING, QueryStatus.SEARCHING]
         )
-        if changed:
-            record_event(
-                query.research_id,
-                EventType.SERP_QUERY_FAILED,
-                {
-                    "query_id": query_id,
-                    "query": query.query,
-                    "error": str(error)[:500],
-                },
-            )
+    if query.depth == 1:
+        stop_if_every_top_level_search_failed(query.research_id)
+
+
+def stop_if_every_top_level_search_failed(research_id: Any) -> None:
+    """Critical: with no top-level branch left, the research has nothing to build on."""
+    top_level = SerpQuery.objects.filter(research_id=research_id, depth=1)
+    if not top_level.exists() or top_level.exclude(status=QueryStatus.FAILED).exists():
+        return
+    errors = list(dict.fromkeys(top_level.order_by("position").values_list("error", flat=True)))
     fail_research(
-        query.research_id,
+        research_id,
         reason="search_failed",
-        what=f"The search engine failed for the query “{query.query}”: {error}",
+        what="The search engine failed, or found nothing, for every top-level query: " + "; ".join(errors)[:1000],
         impact="Research cannot go on without search results, so it stopped; nothing found so far is lost.",
     )
