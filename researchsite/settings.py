@@ -222,14 +222,15 @@ RESEARCH_TOKEN_BUDGET = env_int("RESEARCH_TOKEN_BUDGET", 20_000_000, minimum=0)
 MAX_ACTIVE_RESEARCH_PER_USER = env_int("MAX_ACTIVE_RESEARCH_PER_USER", 3, minimum=1)
 
 # --- Recovery (docs/reliability.md) ---------------------------------------------------------------------
-# A claimed row whose worker has shown no progress for this long is re-queued by the sweeper.
-LEASE_SECONDS = env_int("LEASE_SECONDS", 600, minimum=1)
-# The report's lease: long enough for one report call with its retries.
-REPORT_LEASE_SECONDS = env_int("REPORT_LEASE_SECONDS", 1800, minimum=1)
-# After this many claims a row that still has not finished is failed with its reason.
+# A step's lease, renewed by its worker's heartbeat every quarter of it: a lease not renewed for this long is a
+# dead worker's, and the sweeper runs the step again elsewhere.
+LEASE_SECONDS = env_int("LEASE_SECONDS", 60, minimum=2)
+# A step waiting in the queue this long is published again (its message may be lost); queue time is no attempt.
+QUEUE_GRACE_SECONDS = env_int("QUEUE_GRACE_SECONDS", 600, minimum=1)
+# After this many lapsed leases (workers that took the step up and died) the step is failed with its reason.
 MAX_ATTEMPTS = env_int("MAX_ATTEMPTS", 3, minimum=1, maximum=20)
 # Seconds between two sweeps (Celery beat).
-SWEEP_INTERVAL = env_float("SWEEP_INTERVAL", 30.0, minimum=0.5)
+SWEEP_INTERVAL = env_float("SWEEP_INTERVAL", 15.0, minimum=0.5)
 CELERY_BEAT_SCHEDULE = {"sweep": {"task": "workers.tasks.sweep_task", "schedule": SWEEP_INTERVAL}}
 
 # --- Rate limits shared by all workers through Redis (0 = no limit) ------------------------------------

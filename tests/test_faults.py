@@ -44,7 +44,7 @@ from tests.support.private_services import Beat, PrivatePostgres, PrivateRedis, 
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-RECOVERY_ENV = {"LEASE_SECONDS": "4", "SWEEP_INTERVAL": "1", "MAX_ATTEMPTS": "5", "REPORT_LEASE_SECONDS": "20"}
+RECOVERY_ENV = {"LEASE_SECONDS": "4", "SWEEP_INTERVAL": "1", "MAX_ATTEMPTS": "5", "QUEUE_GRACE_SECONDS": "4"}
 UNFINISHED_QUERY = [QueryStatus.PENDING, QueryStatus.SEARCHING, QueryStatus.SCRAPING]
 UNFINISHED_WEBSITE = [WebsiteStatus.PENDING, WebsiteStatus.SCRAPING, WebsiteStatus.ANALYZING]
 
@@ -76,10 +76,12 @@ class Stack:
         return str(research.pk)
 
 
-def make_stack(internet: dict[str, str], extra: dict[str, str] | None = None, workers: int = 2) -> Stack:
+def make_stack(
+    internet: dict[str, str], extra: dict[str, str] | None = None, workers: int = 2, concurrency: int = 6
+) -> Stack:
     private = PrivateRedis().start()
     env = process_env({**WORKER_ENV, **internet, **RECOVERY_ENV, "REDIS_URL": private.url, **(extra or {})})
-    pool = WorkerPool(env, count=workers, concurrency=6, name=f"f{uuid.uuid4().hex[:4]}").start()
+    pool = WorkerPool(env, count=workers, concurrency=concurrency, name=f"f{uuid.uuid4().hex[:4]}").start()
     return Stack(private, pool, Beat(env).start())
 
 
@@ -107,6 +109,16 @@ def test_kill_9_worker_mid_research(stack, user, fake_llm, fake_searx) -> None:
     fake_llm.delays["website_analysis"] = 0.4
     fake_searx.delay = 0.2
     research_id = stack.start(user, 3, 2)
+    # when one of them is killed with SIGKILL while working
+    kill_a_busy_worker(stack, research_id)
+    # then the other one and the sweeper finish the research exactly
+    wait_finished(research_id, timeout=180)
+    assert_complete_and_exact(research_id, 3, 2)
+    assert Event.objects.filter(research_id=research_id, type="report_writing_start").count() == 1
+
+
+def kill_a_busy_worker(stack: Stack, research_id: str) -> None:
+    """SIGKILL a worker process that has a task of the research in flight."""
     wait_until(
         lambda: Website.objects.filter(research_id=research_id, status="analyzing").count() >= 3,
         timeout=60,
@@ -119,12 +131,67 @@ def test_kill_9_worker_mid_research(stack, user, fake_llm, fake_searx) -> None:
         if any(name.startswith(f"{stack.pool.name}{i}-") and tasks for name, tasks in active.items())
     ]
     assert busy, f"no worker had a task in flight: {active}"
-    # when one of them is killed with SIGKILL while working
     stack.pool.kill(busy[0])
-    # then the other one and the sweeper finish the research exactly
-    wait_finished(research_id, timeout=180)
-    assert_complete_and_exact(research_id, 3, 2)
-    assert Event.objects.filter(research_id=research_id, type="report_writing_start").count() == 1
+
+
+def run_time(research_id: str) -> float:
+    research = Research.objects.get(pk=research_id)
+    return (research.finished_at - research.created_at).total_seconds()
+
+
+# What a deployment runs with: the defaults of researchsite/settings.py, not test-sized leases.
+PRODUCTION_LEASES = {"LEASE_SECONDS": "60", "SWEEP_INTERVAL": "15", "MAX_ATTEMPTS": "3", "QUEUE_GRACE_SECONDS": "600"}
+
+
+def test_kill_9_worker_with_production_leases_costs_about_a_minute(
+    internet, transactional_db, research_model, user, fake_llm, fake_searx
+) -> None:
+    stack = make_stack(internet, PRODUCTION_LEASES)
+    try:
+        fake_llm.delays["website_analysis"] = 0.4
+        fake_searx.delay = 0.2
+        # given the time a 3x3 takes undisturbed on this stack
+        undisturbed = stack.start(user, 3, 3)
+        wait_finished(undisturbed, timeout=300)
+        assert_complete_and_exact(undisturbed, 3, 3)
+        # when a worker is killed in the middle of another 3x3
+        research_id = stack.start(user, 3, 3)
+        kill_a_busy_worker(stack, research_id)
+        wait_finished(research_id, timeout=400)
+        # then the heartbeat-less leases lapse, the sweeper runs the steps elsewhere, and the research is exact,
+        # within 90 s of its undisturbed time (a lease of 60 s, a sweep every 15 s)
+        assert_complete_and_exact(research_id, 3, 3)
+        assert run_time(research_id) <= run_time(undisturbed) + 90, (run_time(research_id), run_time(undisturbed))
+    finally:
+        stack.beat.stop()
+        stack.pool.stop()
+        stack.redis.stop()
+
+
+def test_a_queue_longer_than_the_lease_fails_no_healthy_research(
+    internet, transactional_db, research_model, user, fake_llm
+) -> None:
+    # given one worker with two threads, leases of 2 s and no second chance: every step waits far longer than
+    # a lease in the queue behind the others
+    stack = make_stack(
+        internet,
+        {"LEASE_SECONDS": "2", "SWEEP_INTERVAL": "1", "MAX_ATTEMPTS": "1", "QUEUE_GRACE_SECONDS": "600"},
+        workers=1,
+        concurrency=2,
+    )
+    try:
+        fake_llm.delays["website_analysis"] = 0.1
+        # when two researches run at once
+        first, second = stack.start(user, 4, 2), stack.start(user, 2, 2)
+        # then both complete exactly: queue time is no attempt, and live steps keep their leases by heartbeat
+        for research_id, breadth in ((first, 4), (second, 2)):
+            wait_finished(research_id, timeout=300)
+            assert_complete_and_exact(research_id, breadth, 2)
+        assert max(run_time(first), run_time(second)) > 2 * 2  # the backlog outlasted the leases
+    finally:
+        stack.beat.stop()
+        stack.pool.stop()
+        stack.redis.stop()
 
 
 def test_redis_restart_mid_research(stack, user, fake_llm) -> None:

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from research.models import Document, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from tests.support.factories import running_research
+from workers.pipeline.heartbeat import Heartbeat
 from workers.pipeline.lifecycle import start_research
 from workers.pipeline.recovery import sweep
 
@@ -24,7 +25,7 @@ def ago(seconds: float):
 
 def test_stuck_rows_are_requeued_once_per_lease(running, published, settings) -> None:
     # given a query stuck searching (its worker died) and a website whose publish was lost
-    settings.LEASE_SECONDS = 60
+    settings.LEASE_SECONDS, settings.QUEUE_GRACE_SECONDS = 60, 90
     query = SerpQuery.objects.create(
         research=running,
         depth=1,
@@ -57,6 +58,8 @@ def test_stuck_rows_are_requeued_once_per_lease(running, published, settings) ->
     assert (query.attempts, query.claimed_by) == (1, "sweeper")
     fresh.refresh_from_db()
     assert fresh.attempts == 0  # a live lease is left alone
+    website.refresh_from_db()
+    assert (website.attempts, website.claimed_by) == (0, "sweeper")  # waiting in the queue is no attempt
 
 
 def test_row_stuck_past_max_attempts_fails_with_reason(running, settings) -> None:
@@ -80,6 +83,7 @@ def test_row_stuck_past_max_attempts_fails_with_reason(running, settings) -> Non
         status=WebsiteStatus.SCRAPING,
         attempts=3,
         claimed_at=ago(120),
+        claimed_by="dead:1:t",
     )
     # when
     done = sweep()
@@ -103,6 +107,7 @@ def test_search_stuck_past_max_attempts_is_critical(running, settings) -> None:
         status=QueryStatus.SEARCHING,
         attempts=2,
         claimed_at=ago(120),
+        claimed_by="dead:1:t",
     )
     assert sweep() == {"query_failed": 1}
     running.refresh_from_db()
@@ -111,7 +116,7 @@ def test_search_stuck_past_max_attempts_is_critical(running, settings) -> None:
 
 
 def test_lost_report_publish_and_stuck_report_are_retried(user, published, settings) -> None:
-    settings.LEASE_SECONDS, settings.REPORT_LEASE_SECONDS = 60, 60
+    settings.LEASE_SECONDS, settings.QUEUE_GRACE_SECONDS = 60, 60
     finished = Research.objects.create(
         owner=user,
         prompt="p",
@@ -133,6 +138,7 @@ def test_lost_report_publish_and_stuck_report_are_retried(user, published, setti
         pending_queries=0,
         started_at=timezone.now(),
         claimed_at=ago(120),
+        claimed_by="dead:1:t",
         attempts=1,
     )
     for research in (finished, stuck):
@@ -162,7 +168,13 @@ def test_research_past_token_budget_fails(running, settings) -> None:
 
 
 def expire_and_sweep(model: type, pk: object) -> dict[str, int]:
-    """One sweep after the row's lease ran out: its re-queued task never ran (a lost message, a dead worker)."""
+    """One sweep after a worker took the row's step up and died: its lease was not renewed."""
+    model.objects.filter(pk=pk).update(claimed_at=ago(120), claimed_by="dead:1:t")
+    return sweep()
+
+
+def wait_and_sweep(model: type, pk: object) -> dict[str, int]:
+    """One sweep after the row's step waited in the queue past QUEUE_GRACE_SECONDS (its message may be lost)."""
     model.objects.filter(pk=pk).update(claimed_at=ago(120))
     return sweep()
 
@@ -175,18 +187,37 @@ def assert_failed_critically(research: Research, reason: str, says: str) -> None
     assert research.events.filter(type="research_failed", data__reason=reason).count() == 1
 
 
-def test_start_lost_past_max_attempts_fails_the_research(user, published, settings) -> None:
-    # given a queued research whose start task never runs
-    settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
+def test_a_queued_research_is_published_again_but_never_failed(user, published, settings) -> None:
+    # given a queued research whose start task waits in a long queue (or was lost)
+    settings.QUEUE_GRACE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
     research = Research.objects.create(
         owner=user, prompt="p", title="t", status=ResearchStatus.QUEUED, breadth=1, depth=1, claimed_at=ago(120)
     )
-    # when the sweeper finds it stuck, lease after lease
-    done = [expire_and_sweep(Research, research.pk) for _ in range(5)]
-    # then it was re-queued MAX_ATTEMPTS times, then failed with an error output, and left alone after
-    assert done == [{"start": 1}] * 3 + [{"start_failed": 1}, {}]
-    assert published == ["workers.tasks.start_research_task"] * 3
-    assert_failed_critically(research, "start_failed", "queued 4 times and no worker took it up")
+    # when the sweeper finds it still waiting, again and again
+    done = [wait_and_sweep(Research, research.pk) for _ in range(5)]
+    # then its start is published again each time, and queue time never counts as an attempt
+    assert done == [{"start": 1}] * 5
+    assert published == ["workers.tasks.start_research_task"] * 5
+    research.refresh_from_db()
+    assert (research.status, research.attempts) == (ResearchStatus.QUEUED, 0)
+
+
+def test_steps_waiting_in_the_queue_never_fail(running, published, settings) -> None:
+    # given a search and a website waiting in the queue for longer than any lease, many times over
+    settings.LEASE_SECONDS, settings.QUEUE_GRACE_SECONDS, settings.MAX_ATTEMPTS = 5, 60, 1
+    query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
+    website = Website.objects.create(research=running, query=query, position=0, url="https://x.example/")
+    # when
+    for _ in range(4):
+        wait_and_sweep(SerpQuery, query.pk)
+        wait_and_sweep(Website, website.pk)
+    # then each was published again, and neither failed nor counted an attempt
+    query.refresh_from_db()
+    website.refresh_from_db()
+    assert (query.status, query.attempts) == (QueryStatus.PENDING, 0)
+    assert (website.status, website.attempts) == (WebsiteStatus.PENDING, 0)
+    assert sorted(set(published)) == ["workers.tasks.run_query_task", "workers.tasks.scrape_website_task"]
+    assert running.events.filter(type__in=["serp_query_failed", "website_failed"]).count() == 0
 
 
 def test_top_level_planning_lost_past_max_attempts_fails_the_research(running, published, settings) -> None:
@@ -240,3 +271,24 @@ def test_a_research_that_starts_counts_its_planning_attempts_from_zero(user, pub
     research.refresh_from_db()
     assert (research.status, research.attempts) == (ResearchStatus.RUNNING, 0)
     assert published == ["workers.tasks.plan_queries_task"]
+
+
+def test_heartbeat_renews_only_the_leases_held(running) -> None:
+    # given two websites with old leases, one of them held by a running step
+    query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
+    held, idle = (
+        Website.objects.create(
+            research=running, query=query, position=i, url=f"https://x{i}.example/", claimed_at=ago(50)
+        )
+        for i in range(2)
+    )
+    heartbeat = Heartbeat()
+    # when the heartbeat beats while the step holds the first
+    with heartbeat.holding(Website, held.pk):
+        assert heartbeat.beat() == 1
+    # then only the held lease is fresh, and nothing is held after the step
+    held.refresh_from_db()
+    idle.refresh_from_db()
+    assert timezone.now() - held.claimed_at < timedelta(seconds=5)
+    assert timezone.now() - idle.claimed_at > timedelta(seconds=45)
+    assert heartbeat.held() == [] and heartbeat.beat() == 0

@@ -133,8 +133,8 @@ def test_duplicate_planning_counts_its_tokens_once(running, published, monkeypat
     monkeypatch.setattr("workers.pipeline.plan.engine_for", lambda name: SimpleNamespace(plan_queries=plan))
     # when
     plan_queries(str(running.pk), None)
-    # then
-    assert calls == [2, 2]
+    # then the second delivery found the planning's lease held and made no model call at all
+    assert calls == [2]
     assert SerpQuery.objects.filter(research=running).count() == 2
     assert usage(running) == (10, 5)
     assert published == ["workers.tasks.run_query_task"] * 2

@@ -70,7 +70,7 @@ def start_research_task(self: Task, research_id: str) -> None:
 @shared_task(base=ResearchTask, bind=True)
 def plan_queries_task(self: Task, research_id: str, parent_id: int | None) -> None:
     """Write the top-level queries (parent None) or a finished query's children."""
-    plan.plan_queries(research_id, parent_id)
+    plan.plan_queries(research_id, parent_id, task_id=self.request.id)
 
 
 @shared_task(base=ResearchTask, bind=True)

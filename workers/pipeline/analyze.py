@@ -9,6 +9,7 @@ from research.models import EventType, Extract, Website, WebsiteStatus
 from research.text.quotes import PageText
 from workers.agents.engines import engine_for
 from workers.pipeline import progress
+from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
 from workers.pipeline.tree_writes import tree_transaction
@@ -35,9 +36,10 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
         record_event(website.research_id, EventType.ANALYZING, {"website_id": website_id, "url": website.url})
     text = website.page.text
     research_engine = engine_for(research.engine)
-    findings, prompt_tokens, completion_tokens = research_engine.analyze(
-        website.query.objective, website.query.query, website.url, website.title, text
-    )
+    with holding(Website, website_id):
+        findings, prompt_tokens, completion_tokens = research_engine.analyze(
+            website.query.objective, website.query.query, website.url, website.title, text
+        )
     page_text = PageText(text)
     kept = [finding for finding in findings if page_text.contains(finding.quote)]
     dropped = len(findings) - len(kept)

@@ -13,7 +13,7 @@ from research.events import record_event
 from research.lifecycle import fail_research
 from research.models import EventType, Research, ResearchStatus
 from research.planning import total_queries
-from workers.pipeline.locks import worker_name
+from workers.pipeline.locks import QUEUED
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def start_research(research_id: str) -> None:
             started_at=timezone.now(),
             pending_queries=planned,
             claimed_at=timezone.now(),
-            claimed_by=worker_name(),
+            claimed_by=QUEUED,  # handed on to the planning of its top-level queries
             attempts=0,  # the sweeper's re-queues of the start are over; the planning's count from zero
         )
         record_event(

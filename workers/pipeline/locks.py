@@ -17,6 +17,8 @@ from django.utils import timezone
 # `claimed_by` of a row handed on to the next step's task (by the step before it, or by the sweeper).
 QUEUED = "queued"
 SWEEPER = "sweeper"
+# A row whose `claimed_by` is one of these waits in the queue: no worker holds it, so its time there is no attempt.
+WAITING = ("", QUEUED, SWEEPER)
 
 
 def claim_owner(task_id: str | None) -> str:
@@ -25,14 +27,14 @@ def claim_owner(task_id: str | None) -> str:
 
 
 def claimable(owner: str) -> Q:
-    """Rows a task may lease: handed to it, already its own (a retry), or whose lease ran out (a dead worker).
+    """Rows a task may lease: waiting for it, already its own (a retry), or whose lease ran out (a dead worker).
 
     A second delivery of a task that is still running finds none of these and does nothing: no repeated model
     call or search: duplicates must be pure no-ops, or redeliveries snowball into repeated work.
     """
     expired = timezone.now() - timedelta(seconds=settings.LEASE_SECONDS)
     return (
-        Q(claimed_by__in=[QUEUED, SWEEPER])
+        Q(claimed_by__in=WAITING)
         | Q(claimed_by__startswith=owner)
         | Q(claimed_at__isnull=True)
         | Q(claimed_at__lt=expired)

@@ -2,6 +2,8 @@
 
 import logging
 
+from django.utils import timezone
+
 from research import dispatch
 from research.events import record_event
 from research.lifecycle import fail_research
@@ -10,13 +12,15 @@ from research.planning import children_per_query
 from research.transactions import research_transaction
 from workers.agents.engines import engine_for
 from workers.agents.query_generator import Ancestor
+from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
+from workers.pipeline.locks import claim_owner, claimable, worker_name
 from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)
 
 
-def plan_queries(research_id: str, parent_id: int | None) -> None:
+def plan_queries(research_id: str, parent_id: int | None, task_id: str | None = None) -> None:
     """Write and store the queries under `parent_id` (None: the top level), then queue each one's search.
 
     The model call happens outside any transaction; the insert is conditional (a parent's `children_planned`
@@ -38,12 +42,25 @@ def plan_queries(research_id: str, parent_id: int | None) -> None:
             return
         count, depth = research.breadth, 1
 
+    # The planning's lease: on the parent query, or for the top level on the research row.
+    lease_model, lease_pk = (SerpQuery, parent.pk) if parent is not None else (Research, research.pk)
+    owner = claim_owner(task_id)
+    if not lease_model.objects.filter(claimable(owner), pk=lease_pk).update(
+        claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
+    ):
+        return  # another delivery is planning these queries
+    with holding(lease_model, lease_pk):
+        _plan(research, parent, count, depth)
+
+
+def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) -> None:
     answers = list(
         FollowUpQuestion.objects.filter(research_id=research.pk).order_by("position").values_list("question", "answer")
     )
     planned, prompt_tokens, completion_tokens = engine_for(research.engine).plan_queries(
         research.prompt, answers, _ancestors(parent), count
     )
+    parent_id = parent.pk if parent is not None else None
 
     with research_transaction(research.pk):
         # Cancelled or failed during the model call: its unfinished queries were stopped, so add none.

@@ -18,6 +18,7 @@ from research.events import record_event
 from research.models import EventType, Extract, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from research.planning import descendants
 from research.transactions import open_tally
+from workers.pipeline.locks import QUEUED
 from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)
@@ -108,14 +109,14 @@ def query_finished(query_id: int, status: str, from_statuses: list[str], error: 
     if status == QueryStatus.FAILED:
         counted += descendants(research.breadth or 1, research.depth or 1, query.depth)
     elif query.depth < (research.depth or 0):
-        # The query now leases the planning of its children (the sweeper re-queues it if that is lost).
-        SerpQuery.objects.filter(pk=query_id).update(claimed_at=now)
+        # The query's lease now stands for the planning of its children, handed on to its task.
+        SerpQuery.objects.filter(pk=query_id).update(claimed_at=now, claimed_by=QUEUED)
         dispatch.queue_on_commit(dispatch.PLAN, str(research.pk), query_id)
     tally = open_tally(research.pk)
     if tally is not None:
         tally.queries_finished += counted  # the tree transaction's end counts them off; at zero, the report
     elif _decrement(Research, "pending_queries", research.pk, counted) == 0:
-        Research.objects.filter(pk=research.pk).update(claimed_at=now)
+        Research.objects.filter(pk=research.pk).update(claimed_at=now, claimed_by=QUEUED)
         dispatch.queue_on_commit(dispatch.REPORT, str(research.pk))
     return True
 

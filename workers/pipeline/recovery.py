@@ -19,7 +19,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from research import dispatch
@@ -27,6 +26,7 @@ from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, stop_unf
 from research.models import (
     Document,
     DocumentKind,
+    PageStatus,
     QueryStatus,
     Research,
     ResearchStatus,
@@ -36,7 +36,7 @@ from research.models import (
 )
 from workers.errors import ResearchStopped
 from workers.pipeline import analyze, lifecycle, plan, report, scrape, search
-from workers.pipeline.locks import SWEEPER
+from workers.pipeline.locks import SWEEPER, WAITING
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,18 @@ ENDED = [ResearchStatus.CANCELLED, ResearchStatus.FAILED, ResearchStatus.COMPLET
 @dataclass
 class Sweep:
     now: datetime
-    cutoff: datetime  # leases taken before this have run out
+    lease_cutoff: datetime  # a worker's lease renewed before this has lapsed: the worker is dead
+    queue_cutoff: datetime  # a step waiting in the queue since before this may have lost its message
     done: Counter
 
-    def expired(self) -> Q:
-        return Q(claimed_at__isnull=True) | Q(claimed_at__lt=self.cutoff)
+    def due(self) -> Q:
+        """Rows whose step must run again: held by a worker that stopped renewing its lease, or waiting in the
+        queue for longer than QUEUE_GRACE_SECONDS (its message may have been lost)."""
+        waiting = Q(claimed_by__in=WAITING)
+        queued_since = Q(claimed_at__lt=self.queue_cutoff) | Q(
+            claimed_at__isnull=True, created_at__lt=self.queue_cutoff
+        )
+        return (~waiting & Q(claimed_at__lt=self.lease_cutoff)) | (waiting & queued_since)
 
     def retry_or_fail(
         self,
@@ -62,21 +69,22 @@ class Sweep:
         failed_kind: str = "",
         **conditions: Any,
     ) -> None:
-        """Fail a row claimed MAX_ATTEMPTS times; otherwise take a new lease on it and, if this sweep got it,
-        queue its step again."""
-        if row.attempts >= settings.MAX_ATTEMPTS:
+        """Queue the row's step again. A lapsed lease counts as an attempt (a worker took the step up and died
+        on it), and a row claimed MAX_ATTEMPTS times fails instead; time spent waiting in the queue never counts."""
+        held = row.claimed_by not in WAITING
+        if held and row.attempts >= settings.MAX_ATTEMPTS:
             with suppress(ResearchStopped):  # the research ended meanwhile
                 fail(RuntimeError(reason))
             self.done[failed_kind or f"{kind}_failed"] += 1
-        elif self.take_lease(type(row), row.pk, **conditions):
+        elif self.take_lease(type(row), row.pk, count_attempt=held, **conditions):
             requeue()
             self.done[kind] += 1
 
-    def take_lease(self, model: type[Model], pk: Any, **conditions: Any) -> bool:
-        """A new lease on an expired row; True if this sweep got it (and so must re-queue its step)."""
+    def take_lease(self, model: type[Model], pk: Any, count_attempt: bool = True, **conditions: Any) -> bool:
+        """Hand a due row to a new delivery of its step; True if this sweep got it (and so must queue it)."""
         return bool(
-            model.objects.filter(self.expired(), pk=pk, **conditions).update(
-                claimed_at=self.now, claimed_by=SWEEPER, attempts=F("attempts") + 1
+            model.objects.filter(self.due(), pk=pk, **conditions).update(
+                claimed_at=self.now, claimed_by=SWEEPER, attempts=F("attempts") + int(count_attempt)
             )
         )
 
@@ -84,7 +92,12 @@ class Sweep:
 def sweep() -> dict[str, int]:
     """One pass over all unfinished work; returns what it did, by kind."""
     now = timezone.now()
-    state = Sweep(now, now - timedelta(seconds=settings.LEASE_SECONDS), Counter())
+    state = Sweep(
+        now,
+        now - timedelta(seconds=settings.LEASE_SECONDS),
+        now - timedelta(seconds=settings.QUEUE_GRACE_SECONDS),
+        Counter(),
+    )
     for step in (
         _stop_ended,
         _check_budgets,
@@ -107,7 +120,7 @@ def _stop_ended(state: Sweep) -> None:
     unfinished_rows = Q(Exists(Website.objects.filter(research=OuterRef("pk"), status__in=UNFINISHED_WEBSITES))) | Q(
         Exists(SerpQuery.objects.filter(research=OuterRef("pk"), status__in=UNFINISHED_QUERIES))
     )
-    ended = Research.objects.filter(unfinished_rows, status__in=ENDED, finished_at__lt=state.cutoff)
+    ended = Research.objects.filter(unfinished_rows, status__in=ENDED, finished_at__lt=state.lease_cutoff)
     for research_id in ended.values_list("pk", flat=True):
         stop_unfinished(research_id, state.now)
         state.done["stopped"] += 1
@@ -120,23 +133,20 @@ def _check_budgets(state: Sweep) -> None:
 
 
 def _queued(state: Sweep) -> None:
-    queued = Research.objects.filter(
-        Q(claimed_at__lt=state.cutoff) | Q(claimed_at__isnull=True, created_at__lt=state.cutoff),
-        status=ResearchStatus.QUEUED,
-    )
-    for research in queued:
+    """A research waiting for a worker to start it: queued again, never failed (queue time is no attempt)."""
+    for research in Research.objects.filter(state.due(), status=ResearchStatus.QUEUED):
         state.retry_or_fail(
             research,
             "start",
             lambda error, pk=research.pk: lifecycle.start_failed(pk, error),
             lambda pk=str(research.pk): dispatch.queue(dispatch.START, pk),
-            f"it was queued {research.attempts + 1} times and no worker took it up",
+            f"it was taken up {research.attempts} times and never started",
             status=ResearchStatus.QUEUED,
         )
 
 
 def _running(state: Sweep) -> QuerySet:
-    return Research.objects.filter(state.expired(), status=ResearchStatus.RUNNING)
+    return Research.objects.filter(state.due(), status=ResearchStatus.RUNNING)
 
 
 def _top_planning(state: Sweep) -> None:
@@ -165,10 +175,9 @@ def _reports(state: Sweep) -> None:
 
 
 def _stuck_reports(state: Sweep) -> None:
-    """A report writer that outlived REPORT_LEASE_SECONDS: back to running, so the report can be claimed again
-    (and record a new report_writing_start)."""
-    report_cutoff = state.now - timedelta(seconds=settings.REPORT_LEASE_SECONDS)
-    stuck = Research.objects.filter(status=ResearchStatus.REPORTING, claimed_at__lt=report_cutoff).exclude(
+    """A report writer that died (its lease lapsed): back to running, so the report can be claimed again (and
+    record a new report_writing_start)."""
+    stuck = Research.objects.filter(status=ResearchStatus.REPORTING, claimed_at__lt=state.lease_cutoff).exclude(
         Exists(Document.objects.filter(research=OuterRef("pk"), kind=DocumentKind.REPORT))
     )
     for research in stuck:
@@ -176,21 +185,16 @@ def _stuck_reports(state: Sweep) -> None:
             report.report_failed(str(research.pk), RuntimeError(f"no report after {research.attempts} attempts"))
             state.done["report_failed"] += 1
         elif Research.objects.filter(
-            pk=research.pk, status=ResearchStatus.REPORTING, claimed_at__lt=report_cutoff
-        ).update(status=ResearchStatus.RUNNING, claimed_at=state.now):
+            pk=research.pk, status=ResearchStatus.REPORTING, claimed_at__lt=state.lease_cutoff
+        ).update(status=ResearchStatus.RUNNING, claimed_at=state.now, claimed_by=SWEEPER):
             dispatch.queue(dispatch.REPORT, str(research.pk))
             state.done["report_retry"] += 1
 
 
-def _leased_before(rows: QuerySet, cutoff: datetime) -> QuerySet:
-    """Rows never claimed count from their creation."""
-    return rows.annotate(leased=Coalesce("claimed_at", "created_at")).filter(leased__lt=cutoff)
-
-
 def _searches(state: Sweep) -> None:
     searching = [QueryStatus.PENDING, QueryStatus.SEARCHING]
-    rows = SerpQuery.objects.filter(research__status=ResearchStatus.RUNNING, status__in=searching)
-    for query in _leased_before(rows, state.cutoff):
+    rows = SerpQuery.objects.filter(state.due(), research__status=ResearchStatus.RUNNING, status__in=searching)
+    for query in rows:
         state.retry_or_fail(
             query,
             "query",
@@ -203,7 +207,7 @@ def _searches(state: Sweep) -> None:
 
 def _child_planning(state: Sweep) -> None:
     unplanned = SerpQuery.objects.filter(
-        state.expired(),
+        state.due(),
         research__status=ResearchStatus.RUNNING,
         status=QueryStatus.DONE,
         children_planned=False,
@@ -222,8 +226,15 @@ def _child_planning(state: Sweep) -> None:
 
 
 def _websites(state: Sweep) -> None:
-    rows = Website.objects.filter(research__status=ResearchStatus.RUNNING, status__in=UNFINISHED_WEBSITES)
-    for website in _leased_before(rows, state.cutoff):
+    rows = Website.objects.filter(
+        state.due(), research__status=ResearchStatus.RUNNING, status__in=UNFINISHED_WEBSITES
+    ).exclude(
+        # Waiting on a page another step is fetching: that fetcher's lease stands for it.
+        status=WebsiteStatus.SCRAPING,
+        page__status=PageStatus.FETCHING,
+        page__claimed_at__gte=state.lease_cutoff,
+    )
+    for website in rows:
         analysing = website.status == WebsiteStatus.ANALYZING
         state.retry_or_fail(
             website,

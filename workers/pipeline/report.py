@@ -29,6 +29,7 @@ from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.pipeline.citations import cited_urls, render_report, report_title
+from workers.pipeline.heartbeat import holding
 from workers.pipeline.locks import claim_owner, worker_name
 from workers.pipeline.usage import add_usage
 
@@ -58,6 +59,12 @@ def write_report(research_id: str, task_id: str | None = None) -> None:
             pk=research_id, status=ResearchStatus.REPORTING, claimed_by__startswith=owner
         ).update(claimed_at=timezone.now()):
             return  # not finished, claimed by another delivery, or over: nothing to do
+    with holding(Research, research_id):
+        _write(research_id)
+
+
+def _write(research_id: str) -> None:
+    """Write the report from the verified extracts, check its citations, and store it (once)."""
     research = Research.objects.get(pk=research_id)
     answers = list(
         FollowUpQuestion.objects.filter(research_id=research_id).order_by("position").values_list("question", "answer")

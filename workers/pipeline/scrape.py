@@ -15,6 +15,7 @@ from research.models import EventType, Page, PageStatus, Website, WebsiteStatus
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.ratelimit import host_slot
 from workers.pipeline import progress
+from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import QUEUED, worker_name
 from workers.pipeline.progress import FailedWebsite
@@ -33,8 +34,10 @@ def scrape_website(website_id: int) -> None:
     page = _claim_page(website)
     if page is None:
         return
-    fetched, error = _fetch(website.url)
-    _store_page(website.research_id, page, fetched, error)
+    # The page's lease, renewed while this fetch runs, stands for every website waiting on it.
+    with holding(Page, page.pk), holding(Website, website.pk):
+        fetched, error = _fetch(website.url)
+        _store_page(website.research_id, page, fetched, error)
 
 
 def _claim_page(website: Website) -> Page | None:
@@ -60,9 +63,8 @@ def _claim_page(website: Website) -> Page | None:
         if page.status == PageStatus.FAILED:
             _fail(research_id, page, [this])
             return None
-        stale = page.claimed_at is None or timezone.now() - page.claimed_at > timedelta(
-            seconds=settings.SCRAPE_DEADLINE + 60
-        )
+        # A fetcher renews its page's lease while it runs: a lapsed one is a dead worker's, to be taken over.
+        stale = page.claimed_at is None or timezone.now() - page.claimed_at > timedelta(seconds=settings.LEASE_SECONDS)
         if not (created or stale):
             # Another website of this research is fetching the URL; it will move this one on.
             record_event(research_id, EventType.SCRAPING, reused)

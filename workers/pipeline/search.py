@@ -11,7 +11,9 @@ from research.events import record_event
 from research.lifecycle import fail_research
 from research.models import EventType, QueryStatus, SerpQuery, Website
 from workers.clients import search as search_client
+from workers.clients.searxng import SearchResult
 from workers.pipeline import progress
+from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
 from workers.pipeline.tree_writes import tree_transaction
@@ -37,8 +39,13 @@ def run_query(query_id: int, task_id: str | None = None) -> None:
     ):
         return  # another delivery of this search is under way
 
-    results = search_client.search(query.query)
+    with holding(SerpQuery, query_id):
+        _store_results(query, search_client.search(query.query))
 
+
+def _store_results(query: SerpQuery, results: list[SearchResult]) -> None:
+    """The results become website rows queued for scraping; none at all fails the branch."""
+    query_id = query.pk
     with tree_transaction(query.research_id):
         # Only one delivery moves the query on from searching; a duplicate's results are dropped here.
         # attempts=0: the sweeper's re-queues of the search are over; the planning of children counts from zero.
