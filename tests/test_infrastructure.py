@@ -129,3 +129,27 @@ def test_check_deploy_passes_with_production_settings() -> None:
     result = _run_django(production, "check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_control_steps_are_routed_to_their_own_queue() -> None:
+    app = celery_app
+
+    def queue_of(name: str) -> str:
+        return app.amqp.router.route({}, name, (), {})["queue"].name
+
+    for name in ("start_research_task", "plan_queries_task", "write_report_task", "sweep_task"):
+        assert queue_of(f"workers.tasks.{name}") == "control", name
+    for name in ("run_query_task", "scrape_website_task", "analyze_website_task"):
+        assert queue_of(f"workers.tasks.{name}") == "celery", name
+    # a worker started with no -Q consumes both
+    assert {queue.name for queue in app.amqp.queues.values()} >= {"celery", "control"}
+
+
+def test_the_web_process_keeps_no_database_connection() -> None:
+    probe = (
+        "import researchsite.asgi; from django.db import connection; print(connection.settings_dict['CONN_MAX_AGE'])"
+    )
+    env = {**os.environ, "DB_CONN_MAX_AGE": "60", "DJANGO_SETTINGS_MODULE": "researchsite.settings"}
+    result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
