@@ -143,6 +143,7 @@ def run_time(research_id: str) -> float:
 PRODUCTION_LEASES = {"LEASE_SECONDS": "60", "SWEEP_INTERVAL": "15", "MAX_ATTEMPTS": "3", "QUEUE_GRACE_SECONDS": "600"}
 
 
+@pytest.mark.timeout(900)
 def test_kill_9_worker_with_production_leases_costs_about_a_minute(
     internet, transactional_db, research_model, user, fake_llm, fake_searx
 ) -> None:
@@ -161,6 +162,7 @@ def test_kill_9_worker_with_production_leases_costs_about_a_minute(
         # then the heartbeat-less leases lapse, the sweeper runs the steps elsewhere, and the research is exact,
         # within 90 s of its undisturbed time (a lease of 60 s, a sweep every 15 s)
         assert_complete_and_exact(research_id, 3, 3)
+        print(f"3x3 undisturbed {run_time(undisturbed):.1f} s, with a worker killed {run_time(research_id):.1f} s")
         assert run_time(research_id) <= run_time(undisturbed) + 90, (run_time(research_id), run_time(undisturbed))
     finally:
         stack.beat.stop()
