@@ -183,6 +183,8 @@ SEARCH_PROVIDERS = _providers
 SEARCH_TIMEOUT = env_float("SEARCH_TIMEOUT", 20.0, minimum=1.0)
 SEARCH_RESULTS_PER_QUERY = env_int("SEARCH_RESULTS_PER_QUERY", 7, minimum=1, maximum=20)
 SEARCH_MAX_RETRIES = env_int("SEARCH_MAX_RETRIES", 4, minimum=0, maximum=20)
+# Seconds one search may take in all, retries and backoff included.
+SEARCH_DEADLINE = env_float("SEARCH_DEADLINE", 120.0, minimum=1.0)
 
 OPENAI_BASE_URL = env_url("OPENAI_BASE_URL", "https://api.openai.com/v1")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
@@ -202,6 +204,8 @@ LLM_AGENT_MODELS = {
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 120.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 5, minimum=0, maximum=20)
 LLM_INVALID_OUTPUT_RETRIES = env_int("LLM_INVALID_OUTPUT_RETRIES", 2, minimum=0, maximum=10)
+# Seconds one model call may take in all: attempts, backoff between them and re-asks for invalid output.
+LLM_CALL_DEADLINE = env_float("LLM_CALL_DEADLINE", 300.0, minimum=1.0)
 
 SCRAPE_ALLOWED_PRIVATE_HOSTS = env_host_ports("SCRAPE_ALLOWED_PRIVATE_HOSTS")
 SCRAPE_MAX_BYTES = env_int("SCRAPE_MAX_BYTES", 5_000_000, minimum=10_000)
