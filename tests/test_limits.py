@@ -4,16 +4,22 @@ lock waits by PostgreSQL's timeouts, and the follow-up questions request by QUES
 Bounds are asserted loosely (a hang of 60 s against a deadline of 2 s must end well under 30 s), never tightly.
 """
 
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from research.models import QueryStatus, SerpQuery, Website, WebsiteStatus
 from tests.fakes import FakeLLM, FakeSearx
 from tests.fakes.server import FakeServer, Request
-from workers.clients import llm, searxng
+from tests.support.factories import running_research
+from workers.clients import llm, netguard, searxng
+from workers.clients.fetch import FetchError, fetch_page
 from workers.errors import DeadlineExceeded, TransientError
+from workers.pipeline.scrape import scrape_website
 
 HANG = 60.0  # how long a hung peer stays silent: far past every deadline below
 BOUND = 30.0  # what "ended in bounded time" means here, against deadlines of about 2 s
@@ -109,3 +115,61 @@ def test_search_engine_that_trickles_ends_the_search_by_its_deadline(fakes, tric
     error, took = timed(lambda: searxng.search("trickle"))
     assert isinstance(error, DeadlineExceeded), error
     assert took < BOUND
+
+
+# --- DNS --------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hung_dns(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """A resolver that never answers for `hung.example` (for the length of the test); yields the names asked."""
+    real = socket.getaddrinfo
+    release = threading.Event()
+    asked: list[str] = []
+
+    def getaddrinfo(host: str, *args: Any, **kwargs: Any) -> Any:
+        if host == "hung.example":
+            asked.append(host)
+            release.wait(HANG)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(netguard.socket, "getaddrinfo", getaddrinfo)
+    yield asked
+    release.set()
+
+
+def test_hung_dns_lookup_ends_the_fetch_within_its_connect_timeout(hung_dns: list[str]) -> None:
+    # given a fetch whose deadline is long but whose connect timeout, which the lookup gets, is short
+    # when
+    error, took = timed(lambda: fetch_page("http://hung.example/page", deadline=HANG, connect_timeout=1.0))
+    # then
+    assert isinstance(error, FetchError) and error.reason == "timeout", error
+    assert "DNS lookup of hung.example" in error.message
+    assert took < BOUND
+    assert hung_dns == ["hung.example"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hung_dns_lookup_ends_its_step_in_bounded_time(hung_dns: list[str], user, published, settings) -> None:
+    # given a website on a host whose name never resolves, and a scrape deadline of 2 s
+    settings.SCRAPE_DEADLINE = 2.0
+    research = running_research(user, breadth=1, depth=1)
+    query = SerpQuery.objects.create(
+        research=research,
+        depth=1,
+        position=0,
+        query="q",
+        objective="o",
+        status=QueryStatus.SCRAPING,
+        pending_websites=1,
+    )
+    website = Website.objects.create(research=research, query=query, position=0, url="http://hung.example/page")
+    # when the scrape step runs
+    error, took = timed(lambda: scrape_website(website.pk))
+    # then it ended in bounded time with the page failed as a timeout, and the query went on
+    assert error is None, error
+    assert took < BOUND
+    website.refresh_from_db()
+    assert (website.status, website.failure_reason) == (WebsiteStatus.FAILED, "timeout")
+    assert SerpQuery.objects.get(pk=query.pk).status == QueryStatus.DONE
