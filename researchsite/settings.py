@@ -75,9 +75,22 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
     raise ImproperlyConfigured("DATABASE_URL must be a postgres:// URL (or sqlite:// for the embedded mode)")
+# PostgreSQL ends every statement and every wait for a lock after these many seconds (0 = no limit): a stuck
+# query, or a row held by a stuck transaction, raises OperationalError, which tasks retry like any database hiccup.
+DB_STATEMENT_TIMEOUT = env_int("DB_STATEMENT_TIMEOUT", 30, minimum=0)
+DB_LOCK_TIMEOUT = env_int("DB_LOCK_TIMEOUT", 10, minimum=0)
+if DB_STATEMENT_TIMEOUT and DB_LOCK_TIMEOUT >= DB_STATEMENT_TIMEOUT:
+    raise ImproperlyConfigured("DB_LOCK_TIMEOUT must be below DB_STATEMENT_TIMEOUT, which would end the wait first")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int("DB_CONNECT_TIMEOUT", 10)
+    # Sent as server options when connecting, so every connection has them from its first statement; none at all
+    # when both are off, for poolers that refuse startup options.
+    _limits = {"statement_timeout": DB_STATEMENT_TIMEOUT, "lock_timeout": DB_LOCK_TIMEOUT}
+    _server_options = " ".join(f"-c {name}={seconds * 1000}" for name, seconds in _limits.items() if seconds)
+    if _server_options:
+        _given = DATABASES["default"]["OPTIONS"].get("options", "")  # ?options=... in DATABASE_URL
+        DATABASES["default"]["OPTIONS"]["options"] = f"{_given} {_server_options}".strip()
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Embedded mode (make demo without PostgreSQL): WAL lets readers run beside the one writer, and IMMEDIATE
     # transactions take the write lock up front, so concurrent workers queue instead of failing mid-transaction.

@@ -8,17 +8,25 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.db import OperationalError, connection, connections
+from django.db.models.signals import pre_migrate
 
-from research.models import QueryStatus, SerpQuery, Website, WebsiteStatus
+from research import lifecycle
+from research.models import QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from tests.fakes import FakeLLM, FakeSearx
 from tests.fakes.server import FakeServer, Request
 from tests.support.factories import running_research
+from workers import tasks
 from workers.clients import llm, netguard, searxng
 from workers.clients.fetch import FetchError, fetch_page
 from workers.errors import DeadlineExceeded, TransientError
+from workers.pipeline import lifecycle as pipeline_lifecycle
 from workers.pipeline.scrape import scrape_website
 
 HANG = 60.0  # how long a hung peer stays silent: far past every deadline below
@@ -173,3 +181,113 @@ def test_hung_dns_lookup_ends_its_step_in_bounded_time(hung_dns: list[str], user
     website.refresh_from_db()
     assert (website.status, website.failure_reason) == (WebsiteStatus.FAILED, "timeout")
     assert SerpQuery.objects.get(pk=query.pk).status == QueryStatus.DONE
+
+
+# --- database ---------------------------------------------------------------------------------------------------
+
+
+def server_setting(name: str, using: Any = connection) -> int:
+    """A PostgreSQL setting of this connection, in its base unit (milliseconds for timeouts)."""
+    with using.cursor() as cursor:
+        cursor.execute("SELECT setting FROM pg_settings WHERE name = %s", [name])
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.django_db
+def test_database_connections_carry_the_statement_and_lock_timeouts(settings) -> None:
+    assert settings.DB_STATEMENT_TIMEOUT > settings.DB_LOCK_TIMEOUT > 0
+    assert server_setting("statement_timeout") == settings.DB_STATEMENT_TIMEOUT * 1000
+    assert server_setting("lock_timeout") == settings.DB_LOCK_TIMEOUT * 1000
+
+
+@pytest.mark.django_db
+def test_migrations_run_without_the_statement_timeout(settings) -> None:
+    # given a look at the connection's statement timeout while migrate runs (after the research app's own hook)
+    research_app = apps.get_app_config("research")
+    seen: list[int] = []
+
+    def look(using: str, **kwargs: Any) -> None:
+        seen.append(server_setting("statement_timeout", connections[using]))
+
+    pre_migrate.connect(look, sender=research_app)
+    try:
+        call_command("migrate", verbosity=0)
+    finally:
+        pre_migrate.disconnect(look, sender=research_app)
+    # then migrations ran with none, and the connection has its own back afterwards
+    assert seen == [0]
+    assert server_setting("statement_timeout") == settings.DB_STATEMENT_TIMEOUT * 1000
+
+
+@pytest.fixture
+def short_db_timeouts() -> Iterator[None]:
+    """This test's connection with the timeouts of a deployment that set them to 2 s and 1 s."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = '2s'")
+        cursor.execute("SET lock_timeout = '1s'")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET statement_timeout")
+            cursor.execute("RESET lock_timeout")
+
+
+@contextmanager
+def locked_elsewhere(research: Research) -> Iterator[None]:
+    """The research's row locked by another connection, as a stuck transaction holds it, for the block."""
+    other = connections.create_connection("default")
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute(f"SELECT 1 FROM {Research._meta.db_table} WHERE id = %s FOR UPDATE", [research.pk])
+        yield
+    finally:
+        other.rollback()
+        other.close()
+
+
+def queued_research(owner: Any) -> Research:
+    return Research.objects.create(owner=owner, prompt="p", title="t", status=ResearchStatus.QUEUED, breadth=1, depth=1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_long_locked_row_ends_its_step_in_bounded_time(user, published, short_db_timeouts) -> None:
+    # given a queued research whose row another transaction holds for far longer than the lock timeout
+    research = queued_research(user)
+    with locked_elsewhere(research):
+        # when the start step and a cancel (the service behind the API) try to take the row
+        start_error, start_took = timed(lambda: pipeline_lifecycle.start_research(str(research.pk)))
+        cancel_error, cancel_took = timed(lambda: lifecycle.cancel_research(research.pk))
+    # then both ended with an OperationalError in bounded time, an error the tasks retry as an infrastructure one
+    assert isinstance(start_error, OperationalError), start_error
+    assert isinstance(cancel_error, OperationalError), cancel_error
+    assert start_took < BOUND and cancel_took < BOUND
+    assert isinstance(start_error, tasks.INFRASTRUCTURE_ERRORS)
+    assert OperationalError in tasks.ResearchTask.autoretry_for
+    assert Research.objects.get(pk=research.pk).status == ResearchStatus.QUEUED
+    assert published == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_lock_timeout_is_transient_the_step_runs_once_the_row_is_free(user, published, short_db_timeouts) -> None:
+    # given a queued research whose start failed on a row locked elsewhere
+    research = queued_research(user)
+    with locked_elsewhere(research), pytest.raises(OperationalError):
+        pipeline_lifecycle.start_research(str(research.pk))
+    # when the step runs again with the row free (as Celery's retry or the sweeper runs it)
+    pipeline_lifecycle.start_research(str(research.pk))
+    # then it does its work
+    assert Research.objects.get(pk=research.pk).status == ResearchStatus.RUNNING
+    assert published == ["workers.tasks.plan_queries_task"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_long_statement_ends_by_the_statement_timeout(short_db_timeouts) -> None:
+    def sleep_in_sql() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(%s)", [HANG])
+
+    error, took = timed(sleep_in_sql)
+    assert isinstance(error, OperationalError), error
+    assert took < BOUND
