@@ -19,6 +19,7 @@ from django.db.models.signals import pre_migrate
 
 from research import lifecycle
 from research.models import QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from researchsite.celery import app as celery_app
 from tests.fakes import FakeLLM, FakeSearx
 from tests.fakes.server import FakeServer, Request
 from tests.support.factories import running_research
@@ -291,3 +292,8 @@ def test_long_statement_ends_by_the_statement_timeout(short_db_timeouts) -> None
     error, took = timed(sleep_in_sql)
     assert isinstance(error, OperationalError), error
     assert took < BOUND
+
+
+def test_no_task_time_limits_that_the_threads_pool_would_ignore() -> None:
+    assert celery_app.conf.task_time_limit is None
+    assert celery_app.conf.task_soft_time_limit is None
