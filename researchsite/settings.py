@@ -218,6 +218,8 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 5, minimum=0, maximum=20)
 LLM_INVALID_OUTPUT_RETRIES = env_int("LLM_INVALID_OUTPUT_RETRIES", 2, minimum=0, maximum=10)
 # Seconds one model call may take in all: attempts, backoff between them and re-asks for invalid output.
 LLM_CALL_DEADLINE = env_float("LLM_CALL_DEADLINE", 300.0, minimum=1.0)
+# Seconds the follow-up questions request may wait for the model before it answers 504.
+QUESTIONS_DEADLINE = env_float("QUESTIONS_DEADLINE", 60.0, minimum=1.0)
 
 SCRAPE_ALLOWED_PRIVATE_HOSTS = env_host_ports("SCRAPE_ALLOWED_PRIVATE_HOSTS")
 SCRAPE_MAX_BYTES = env_int("SCRAPE_MAX_BYTES", 5_000_000, minimum=10_000)

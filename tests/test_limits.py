@@ -4,6 +4,7 @@ lock waits by PostgreSQL's timeouts, and the follow-up questions request by QUES
 Bounds are asserted loosely (a hang of 60 s against a deadline of 2 s must end well under 30 s), never tightly.
 """
 
+import json
 import socket
 import threading
 import time
@@ -18,7 +19,7 @@ from django.db import OperationalError, connection, connections
 from django.db.models.signals import pre_migrate
 
 from research import lifecycle
-from research.models import QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from researchsite.celery import app as celery_app
 from tests.fakes import FakeLLM, FakeSearx
 from tests.fakes.server import FakeServer, Request
@@ -297,3 +298,33 @@ def test_long_statement_ends_by_the_statement_timeout(short_db_timeouts) -> None
 def test_no_task_time_limits_that_the_threads_pool_would_ignore() -> None:
     assert celery_app.conf.task_time_limit is None
     assert celery_app.conf.task_soft_time_limit is None
+
+
+# --- the follow-up questions request ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_questions_past_their_deadline_answer_504_in_bounded_time(api, fakes, fake_llm: FakeLLM, settings) -> None:
+    # given a model that says nothing for a minute, and a questions deadline of 2 s
+    settings.QUESTIONS_DEADLINE = 2.0
+    fake_llm.delay = HANG
+    # when
+    started = time.monotonic()
+    response = api.post(
+        "/api/research/questions",
+        data=json.dumps({"prompt": "How do heat pumps perform in cold climates?", "num_questions": 2}),
+        content_type="application/json",
+    )
+    took = time.monotonic() - started
+    # then a gateway timeout, in the API's error shape, long before the model would have answered
+    assert response.status_code == 504, response.content
+    error = response.json()["error"]
+    assert error["field"] is None and "2 seconds" in error["message"]
+    assert took < BOUND
+    # and the research is failed, its events say so
+    research = Research.objects.get()
+    assert research.status == ResearchStatus.FAILED
+    assert list(Event.objects.filter(research=research).order_by("seq").values_list("type", flat=True)) == [
+        "generating_followups",
+        "research_failed",
+    ]
