@@ -2,6 +2,8 @@
 lock waits by PostgreSQL's timeouts, and the follow-up questions request by QUESTIONS_DEADLINE.
 
 Bounds are asserted loosely (a hang of 60 s against a deadline of 2 s must end well under 30 s), never tightly.
+The hung and trickling servers are this module's own, stopped with it: a handler of the session's FakeLLM left
+asleep for a minute would wake in a later test and take that test's queued faults.
 """
 
 import json
@@ -21,7 +23,7 @@ from django.db.models.signals import pre_migrate
 from research import lifecycle
 from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from researchsite.celery import app as celery_app
-from tests.fakes import FakeLLM, FakeSearx
+from tests.fakes import FakeLLM
 from tests.fakes.server import FakeServer, Request
 from tests.support.factories import running_research
 from workers import tasks
@@ -34,6 +36,20 @@ from workers.pipeline.scrape import scrape_website
 HANG = 60.0  # how long a hung peer stays silent: far past every deadline below
 BOUND = 30.0  # what "ended in bounded time" means here, against deadlines of about 2 s
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
+
+
+class Silent(FakeServer):
+    """Takes every request and answers nothing for a minute (or until the module's tests are over)."""
+
+    def handle(self, request: Request) -> None:
+        self.sleep(HANG)
+        request.close_connection = True
+
+
+@pytest.fixture(scope="module")
+def silent() -> Iterator[Silent]:
+    with Silent() as server:
+        yield server
 
 
 class Trickle(FakeServer):
@@ -70,19 +86,20 @@ def timed(call: Any) -> tuple[BaseException | None, float]:
 # --- model calls ----------------------------------------------------------------------------------------------
 
 
-def test_hung_model_server_ends_the_call_by_its_deadline(fakes, fake_llm: FakeLLM, settings) -> None:
+def test_hung_model_server_ends_the_call_by_its_deadline(silent: Silent, settings) -> None:
     # given a model server that accepts the request and then says nothing for a minute, and retries to spare
+    settings.OPENAI_BASE_URL = silent.url + "/v1"
     settings.LLM_CALL_DEADLINE = 2.0
     settings.LLM_MAX_RETRIES = 10
-    fake_llm.delay = HANG
     # when
     error, took = timed(ask_model)
     # then the call ended, as a timeout, long before the server would have answered
     assert isinstance(error, DeadlineExceeded), error
     assert took < BOUND
+    assert silent.requests, "the call never reached the silent server"
 
 
-def test_model_server_that_trickles_ends_the_call_by_its_deadline(fakes, trickle: Trickle, settings) -> None:
+def test_model_server_that_trickles_ends_the_call_by_its_deadline(trickle: Trickle, settings) -> None:
     # given a model server that keeps its answer coming a byte at a time (each read well within LLM_TIMEOUT)
     settings.OPENAI_BASE_URL = trickle.url + "/v1"
     settings.LLM_CALL_DEADLINE = 2.0
@@ -110,16 +127,16 @@ def test_model_retries_and_backoff_end_by_the_call_deadline(fakes, fake_llm: Fak
 # --- search -----------------------------------------------------------------------------------------------------
 
 
-def test_hung_search_engine_ends_the_search_by_its_deadline(fakes, fake_searx: FakeSearx, settings) -> None:
+def test_hung_search_engine_ends_the_search_by_its_deadline(silent: Silent, settings) -> None:
+    settings.SEARXNG_URL = silent.url
     settings.SEARCH_DEADLINE = 2.0
     settings.SEARCH_MAX_RETRIES = 10
-    fake_searx.delay = HANG
     error, took = timed(lambda: searxng.search("hung"))
     assert isinstance(error, DeadlineExceeded), error
     assert took < BOUND
 
 
-def test_search_engine_that_trickles_ends_the_search_by_its_deadline(fakes, trickle: Trickle, settings) -> None:
+def test_search_engine_that_trickles_ends_the_search_by_its_deadline(trickle: Trickle, settings) -> None:
     settings.SEARXNG_URL = trickle.url
     settings.SEARCH_DEADLINE = 2.0
     error, took = timed(lambda: searxng.search("trickle"))
@@ -304,10 +321,10 @@ def test_no_task_time_limits_that_the_threads_pool_would_ignore() -> None:
 
 
 @pytest.mark.django_db
-def test_questions_past_their_deadline_answer_504_in_bounded_time(api, fakes, fake_llm: FakeLLM, settings) -> None:
+def test_questions_past_their_deadline_answer_504_in_bounded_time(api, internet, silent: Silent, settings) -> None:
     # given a model that says nothing for a minute, and a questions deadline of 2 s
+    settings.OPENAI_BASE_URL = silent.url + "/v1"
     settings.QUESTIONS_DEADLINE = 2.0
-    fake_llm.delay = HANG
     # when
     started = time.monotonic()
     response = api.post(
