@@ -1,6 +1,32 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db import connections
+from django.db.models.signals import post_migrate, pre_migrate
 
 
 class ResearchConfig(AppConfig):
     name = "research"
     verbose_name = "Deep research"
+
+    def ready(self) -> None:
+        pre_migrate.connect(lift_statement_timeout, sender=self, dispatch_uid="research.lift_statement_timeout")
+        post_migrate.connect(restore_statement_timeout, sender=self, dispatch_uid="research.restore_statement_timeout")
+
+
+def lift_statement_timeout(using: str, **kwargs: Any) -> None:
+    """No statement timeout while migrating: building an index over a big table may rightly take longer than
+    DB_STATEMENT_TIMEOUT allows any one query. The lock timeout stays: a migration that waits behind a long
+    transaction fails, rather than queueing every other query of the site behind its own lock request."""
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET statement_timeout = 0")
+
+
+def restore_statement_timeout(using: str, **kwargs: Any) -> None:
+    """Back to the timeout the connection was opened with (tests migrate on a connection they go on using)."""
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("RESET statement_timeout")

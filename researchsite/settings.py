@@ -76,9 +76,22 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
     raise ImproperlyConfigured("DATABASE_URL must be a postgres:// URL (or sqlite:// for the embedded mode)")
+# PostgreSQL ends every statement and every wait for a lock after these many seconds (0 = no limit): a stuck
+# query, or a row held by a stuck transaction, raises OperationalError, which tasks retry like any database hiccup.
+DB_STATEMENT_TIMEOUT = env_int("DB_STATEMENT_TIMEOUT", 30, minimum=0)
+DB_LOCK_TIMEOUT = env_int("DB_LOCK_TIMEOUT", 10, minimum=0)
+if DB_STATEMENT_TIMEOUT and DB_LOCK_TIMEOUT >= DB_STATEMENT_TIMEOUT:
+    raise ImproperlyConfigured("DB_LOCK_TIMEOUT must be below DB_STATEMENT_TIMEOUT, which would end the wait first")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int("DB_CONNECT_TIMEOUT", 10)
+    # Sent as server options when connecting, so every connection has them from its first statement; none at all
+    # when both are off, for poolers that refuse startup options.
+    _limits = {"statement_timeout": DB_STATEMENT_TIMEOUT, "lock_timeout": DB_LOCK_TIMEOUT}
+    _server_options = " ".join(f"-c {name}={seconds * 1000}" for name, seconds in _limits.items() if seconds)
+    if _server_options:
+        _given = DATABASES["default"]["OPTIONS"].get("options", "")  # ?options=... in DATABASE_URL
+        DATABASES["default"]["OPTIONS"]["options"] = f"{_given} {_server_options}".strip()
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Embedded mode (make demo without PostgreSQL): WAL lets readers run beside the one writer, and IMMEDIATE
     # transactions take the write lock up front, so concurrent workers queue instead of failing mid-transaction.
@@ -127,10 +140,9 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900, minimum=10)
-CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 840, minimum=5)
-if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
-    raise ImproperlyConfigured("CELERY_TASK_SOFT_TIME_LIMIT must be below CELERY_TASK_TIME_LIMIT")
+# No task time limits: Celery enforces them in its prefork and gevent pools only, and the workers run the threads
+# pool. A task is bounded instead by the deadlines of its network calls and the database's statement and lock
+# timeouts (docs/reliability.md, "Time limits").
 # Flower needs task events.
 CELERY_WORKER_SEND_TASK_EVENTS = True
 CELERY_TASK_SEND_SENT_EVENT = True
@@ -192,6 +204,8 @@ SEARCH_PROVIDERS = _providers
 SEARCH_TIMEOUT = env_float("SEARCH_TIMEOUT", 20.0, minimum=1.0)
 SEARCH_RESULTS_PER_QUERY = env_int("SEARCH_RESULTS_PER_QUERY", 7, minimum=1, maximum=20)
 SEARCH_MAX_RETRIES = env_int("SEARCH_MAX_RETRIES", 4, minimum=0, maximum=20)
+# Seconds one search may take in all, retries and backoff included.
+SEARCH_DEADLINE = env_float("SEARCH_DEADLINE", 120.0, minimum=1.0)
 
 OPENAI_BASE_URL = env_url("OPENAI_BASE_URL", "https://api.openai.com/v1")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
@@ -211,6 +225,10 @@ LLM_AGENT_MODELS = {
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 120.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 5, minimum=0, maximum=20)
 LLM_INVALID_OUTPUT_RETRIES = env_int("LLM_INVALID_OUTPUT_RETRIES", 2, minimum=0, maximum=10)
+# Seconds one model call may take in all: attempts, backoff between them and re-asks for invalid output.
+LLM_CALL_DEADLINE = env_float("LLM_CALL_DEADLINE", 300.0, minimum=1.0)
+# Seconds the follow-up questions request may wait for the model before it answers 504.
+QUESTIONS_DEADLINE = env_float("QUESTIONS_DEADLINE", 60.0, minimum=1.0)
 
 SCRAPE_ALLOWED_PRIVATE_HOSTS = env_host_ports("SCRAPE_ALLOWED_PRIVATE_HOSTS")
 SCRAPE_MAX_BYTES = env_int("SCRAPE_MAX_BYTES", 5_000_000, minimum=10_000)

@@ -77,7 +77,7 @@ def _run_django(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
         ("DATABASE_URL", "mysql://user@db/deepresearch"),
         ("CHANNEL_LAYER", "memory"),
         ("RESEARCH_ENGINE", "magic"),
-        ("CELERY_TASK_SOFT_TIME_LIMIT", "1000"),
+        ("DB_LOCK_TIMEOUT", "60"),
         ("SECRET_KEY", "change-me-to-a-long-random-string"),
     ],
 )

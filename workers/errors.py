@@ -14,6 +14,11 @@ class TransientError(Exception):
         self.retry_after = retry_after
 
 
+class DeadlineExceeded(TransientError):
+    """A call, with its retries, did not finish by its deadline (workers/clients/deadline.py). Transient like
+    any timeout; callers that answer a person (the follow-up questions request) tell it apart from a failure."""
+
+
 class PermanentError(Exception):
     """A failure that repeating the call will not fix (bad request, invalid output after re-asking)."""
 

@@ -3,6 +3,7 @@ questions, to the pipeline step that asks the model)."""
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ from research.models import Document, DocumentKind, Event, Research, ResearchSta
 from research.snapshot import build_snapshot, event_payload, research_summary
 from research.web.rendering import render_markdown
 from research.web.validation import ApiError, clean_text, int_field, json_body, list_field, text_field, uuid_value
-from workers.errors import PermanentError, TransientError
+from workers.errors import DeadlineExceeded, PermanentError, TransientError
 from workers.pipeline.followups import generate_followups
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,15 @@ def questions(request: HttpRequest) -> HttpResponse:
     data = json_body(request)
     prompt = text_field(data, "prompt", settings.MAX_PROMPT_CHARS)
     count = int_field(data, "num_questions", 1, settings.MAX_FOLLOWUP_QUESTIONS)
+    # The person waits for this answer: the model gets QUESTIONS_DEADLINE, not the minutes a worker's call may take.
+    deadline = time.monotonic() + settings.QUESTIONS_DEADLINE
     research = services.create_draft(request.user, prompt, count)
     try:
-        asked = generate_followups(research.pk)
+        asked = generate_followups(research.pk, deadline=deadline)
+    except DeadlineExceeded:
+        return error_response(
+            504, f"the language model did not answer within {settings.QUESTIONS_DEADLINE:g} seconds; try again"
+        )
     except (TransientError, PermanentError) as exc:
         return error_response(502, f"the language model could not write the questions: {exc}")
     return JsonResponse({"research_id": str(research.pk), "questions": asked}, status=201)

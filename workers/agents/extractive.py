@@ -48,8 +48,10 @@ _OBJECTIVE_FORM = re.compile(r"^What the sources state about (.+?)(?: in the con
 _ANGLES = ["examples", "limitations", "configuration", "performance", "errors", "alternatives", "history", "design"]
 
 
-def ask_questions(prompt: str, count: int) -> tuple[list[str], int, int]:
-    """Exactly `count` distinct clarifying questions about the request's key phrases."""
+def ask_questions(prompt: str, count: int, *, deadline: float | None = None) -> tuple[list[str], int, int]:
+    """Exactly `count` distinct clarifying questions about the request's key phrases.
+
+    Written at once, with no model to wait for: `deadline` (the LLM engine's) is accepted and never reached."""
     phrases = key_phrases(prompt)
     # The listed alternatives first; a lone adverb ("concurrently") is no topic to ask about.
     phrases = _facets(prompt, phrases) + [p for p in phrases if not (" " not in p and p.lower().endswith("ly"))]

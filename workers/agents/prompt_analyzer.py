@@ -45,10 +45,13 @@ def schema(count: int) -> dict[str, Any]:
     }
 
 
-def ask_questions(prompt: str, count: int, max_attempts: int = 3) -> tuple[list[str], int, int]:
+def ask_questions(
+    prompt: str, count: int, max_attempts: int = 3, *, deadline: float | None = None
+) -> tuple[list[str], int, int]:
     """Exactly `count` distinct questions: extras are dropped, a shortfall is asked for again.
 
-    Returns (questions, prompt_tokens, completion_tokens).
+    Returns (questions, prompt_tokens, completion_tokens). Every model call ends by `deadline` (a
+    `time.monotonic()` value), with DeadlineExceeded when the model has not answered by then.
     """
     questions: list[str] = []
     prompt_tokens = completion_tokens = 0
@@ -66,6 +69,7 @@ def ask_questions(prompt: str, count: int, max_attempts: int = 3) -> tuple[list[
             NAME,
             schema(missing),
             validation_schema=relaxed(schema(missing)),
+            deadline=deadline,
         )
         prompt_tokens += result.prompt_tokens
         completion_tokens += result.completion_tokens

@@ -3,9 +3,13 @@
 Retries with jittered backoff only for transient failures (timeouts, connection errors, 429 honouring
 Retry-After, 5xx). A server that rejects `json_schema` response formats gets `json_object` with the schema in the
 prompt instead, remembered per base URL. Output that is not valid JSON, or does not match the schema, is
-re-asked a bounded number of times.
+re-asked a bounded number of times. One call, all of that included, ends by its deadline (LLM_CALL_DEADLINE, or
+the caller's if sooner): each attempt runs in a thread the call stops waiting for when its time is up
+(workers/clients/deadline.py), because the HTTP timeouts are per socket read and a server that trickles bytes,
+or a resolver that never answers, would outlast them.
 """
 
+import functools
 import json
 import logging
 import time
@@ -19,7 +23,8 @@ from django.conf import settings
 
 from workers.clients import ratelimit
 from workers.clients.backoff import backoff_delay, parse_retry_after
-from workers.errors import PermanentError, TransientError
+from workers.clients.deadline import call_within, expiry, time_left
+from workers.errors import DeadlineExceeded, PermanentError, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +72,8 @@ def _schema_prompt(name: str, schema: dict[str, Any]) -> str:
     )
 
 
-def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[str, Any]) -> Any:
-    """One chat-completions call with transient-error retries; returns the openai response."""
+def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[str, Any], expires_at: float) -> Any:
+    """One chat-completions call with transient-error retries, all ended by `expires_at`; the openai response."""
     client = _client()
     attempt = 0
     while True:
@@ -79,9 +84,18 @@ def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[
         else:
             sent = messages
             response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-        ratelimit.wait_for_rate(f"llm:{urlparse(settings.OPENAI_BASE_URL).netloc}", settings.LLM_RATE_LIMIT)
+        _wait_for_rate(expires_at)
+        # Each attempt gets LLM_TIMEOUT, or what is left of the deadline; the openai package's timeout is per read.
+        seconds = min(settings.LLM_TIMEOUT, time_left(expires_at, "LLM call"))
         try:
-            return client.chat.completions.create(model=model, messages=sent, response_format=response_format)
+            create = functools.partial(
+                client.chat.completions.create,
+                model=model,
+                messages=sent,
+                response_format=response_format,
+                timeout=seconds,
+            )
+            return call_within(create, seconds, "LLM call")
         except openai.BadRequestError as exc:
             # Servers without structured outputs answer 400; any other cause fails again in json_object mode.
             if not json_object:
@@ -97,14 +111,29 @@ def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[
                 error, retry_after = exc, _retry_after(exc)
             else:
                 raise PermanentError(f"LLM request failed with HTTP {exc.status_code}: {exc.message}") from exc
-        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+        except (openai.APITimeoutError, openai.APIConnectionError, DeadlineExceeded) as exc:
             error, retry_after = exc, None
+        delay = backoff_delay(attempt, retry_after)
+        if time.monotonic() + delay >= expires_at:
+            # No time for another attempt: a model that did not answer ran out of time; one that answered with
+            # errors failed.
+            if isinstance(error, openai.APITimeoutError | DeadlineExceeded):
+                raise DeadlineExceeded(f"LLM call not answered by its deadline ({attempt + 1} attempts)") from error
+            raise TransientError(f"LLM call failed, no time left to retry: {error}", retry_after) from error
         if attempt >= settings.LLM_MAX_RETRIES:
             raise TransientError(f"LLM call failed after {attempt + 1} attempts: {error}", retry_after) from error
-        delay = backoff_delay(attempt, retry_after)
         log.warning("LLM call failed (%s); retry %s in %.1fs", type(error).__name__, attempt + 1, delay)
         time.sleep(delay)
         attempt += 1
+
+
+def _wait_for_rate(expires_at: float) -> None:
+    """Wait for the shared rate limiter to admit this call, no longer than the call's deadline allows."""
+    max_wait = time_left(expires_at, "LLM call")
+    try:
+        ratelimit.wait_for_rate(f"llm:{urlparse(settings.OPENAI_BASE_URL).netloc}", settings.LLM_RATE_LIMIT, max_wait)
+    except TimeoutError as exc:
+        raise DeadlineExceeded(f"LLM call not admitted by the rate limiter within {max_wait:.1f}s") from exc
 
 
 def complete_json(
@@ -113,15 +142,21 @@ def complete_json(
     name: str,
     schema: dict[str, Any],
     validation_schema: dict[str, Any] | None = None,
+    deadline: float | None = None,
 ) -> LLMResult:
-    """Ask `agent`'s model for JSON matching `schema`; validate against `validation_schema` (default: schema)."""
+    """Ask `agent`'s model for JSON matching `schema`; validate against `validation_schema` (default: schema).
+
+    The whole call (attempts, backoff, re-asks) ends by LLM_CALL_DEADLINE seconds from now, or by `deadline` (a
+    `time.monotonic()` value) if that comes first, with DeadlineExceeded when the model did not answer in time.
+    """
+    expires_at = expiry(settings.LLM_CALL_DEADLINE, deadline)
     model = settings.LLM_AGENT_MODELS.get(agent, settings.LLM_MODEL)
     validator = jsonschema.Draft202012Validator(validation_schema or schema)
     prompt_tokens = completion_tokens = calls = 0
     conversation = list(messages)
     problem = ""
     for _ in range(settings.LLM_INVALID_OUTPUT_RETRIES + 1):
-        response = _create(model, conversation, name, schema)
+        response = _create(model, conversation, name, schema, expires_at)
         calls += 1
         if response.usage is not None:
             prompt_tokens += response.usage.prompt_tokens or 0

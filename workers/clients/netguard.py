@@ -45,9 +45,14 @@ from urllib3.exceptions import (
 from urllib3.util import parse_url
 from urllib3.util.connection import create_connection
 
+from workers.clients.deadline import call_within
+from workers.errors import DeadlineExceeded
+
 log = logging.getLogger(__name__)
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
+# Seconds a name lookup may take when the connection has no connect timeout of its own.
+DNS_TIMEOUT = 10.0
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -217,11 +222,22 @@ class GuardedAdapter(HTTPAdapter):
     def _open_socket(self, conn: HTTPConnection) -> socket.socket:
         """Resolve once, vet every address, connect to a vetted one; mirrors urllib3's own `_new_conn`."""
         host, port = conn.host, int(conn.port)  # urllib3 fills in the scheme's default port
+        # The C resolver takes no timeout, and one that never answers would hold this thread for good: the
+        # lookup gets the connect timeout (a ConnectTimeoutError, which the fetch reports as `timeout`).
+        lookup_timeout = conn.timeout if isinstance(conn.timeout, int | float) else DNS_TIMEOUT
         try:
             # Every family, even one this host cannot reach: what is vetted must not depend on the machine.
-            infos = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM)
+            infos = call_within(
+                lambda: socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM),
+                lookup_timeout,
+                f"DNS lookup of {host}",
+            )
         except socket.gaierror as exc:
             raise NameResolutionError(host, conn, exc) from exc
+        except DeadlineExceeded as exc:
+            raise ConnectTimeoutError(
+                conn, f"DNS lookup of {host} timed out. (connect timeout={lookup_timeout})"
+            ) from exc
         addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
         if endpoint_key(host, port) not in self.allowed_private:
             for address in addresses:

@@ -1,5 +1,11 @@
-"""The SearxNG client: JSON search results, at most N distinct http(s) URLs per query."""
+"""The SearxNG client: JSON search results, at most N distinct http(s) URLs per query.
 
+One search, its retries and their backoff included, ends by SEARCH_DEADLINE; each request runs in a thread the
+search stops waiting for after SEARCH_TIMEOUT (or what is left of the deadline), since `requests` times only
+single socket operations and resolves the engine's name with no timeout at all (workers/clients/deadline.py).
+"""
+
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -10,7 +16,8 @@ from django.conf import settings
 
 from workers.clients import ratelimit
 from workers.clients.backoff import backoff_delay, parse_retry_after
-from workers.errors import PermanentError, TransientError
+from workers.clients.deadline import call_within, expiry, time_left
+from workers.errors import DeadlineExceeded, PermanentError, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -27,19 +34,27 @@ def normalise_url(url: str) -> str:
     return urldefrag(url.strip())[0]
 
 
-def search(query: str, limit: int | None = None) -> list[SearchResult]:
-    """Search SearxNG; retries transient failures (after Retry-After when given), then raises TransientError."""
+def search(query: str, limit: int | None = None, deadline: float | None = None) -> list[SearchResult]:
+    """Search SearxNG; retries transient failures (after Retry-After when given), then raises TransientError.
+
+    Ends by SEARCH_DEADLINE seconds from now, or by `deadline` (a `time.monotonic()` value) if that comes first,
+    with DeadlineExceeded when the engine did not answer in time.
+    """
     limit = limit or settings.SEARCH_RESULTS_PER_QUERY
+    expires_at = expiry(settings.SEARCH_DEADLINE, deadline)
     attempt = 0
     while True:
-        ratelimit.wait_for_rate(f"search:{urlparse(settings.SEARXNG_URL).netloc}", settings.SEARCH_RATE_LIMIT)
+        _wait_for_rate(expires_at)
+        seconds = min(settings.SEARCH_TIMEOUT, time_left(expires_at, "search"))
         try:
-            response = requests.get(
+            get = functools.partial(
+                requests.get,
                 f"{settings.SEARXNG_URL}/search",
                 params={"q": query, "format": "json"},
-                timeout=(5, settings.SEARCH_TIMEOUT),
+                timeout=(min(5, seconds), seconds),
                 headers={"Accept": "application/json"},
             )
+            response = call_within(get, seconds, "search")
             if response.status_code == 429 or response.status_code >= 500:
                 raise TransientError(
                     f"search engine answered HTTP {response.status_code}",
@@ -51,18 +66,34 @@ def search(query: str, limit: int | None = None) -> list[SearchResult]:
             payload = response.json()
         except (requests.Timeout, requests.ConnectionError) as exc:
             error: TransientError = TransientError(f"search engine unreachable: {type(exc).__name__}")
+            timed_out = isinstance(exc, requests.Timeout)
         except TransientError as exc:
-            error = exc
+            error, timed_out = exc, isinstance(exc, DeadlineExceeded)
         except ValueError as exc:
             raise PermanentError(f"search engine answered with invalid JSON: {exc}") from exc
         else:
             return _results(payload, limit)
+        delay = backoff_delay(attempt, error.retry_after, cap=20.0)
+        if time.monotonic() + delay >= expires_at:
+            # No time for another attempt: an engine that did not answer ran out of time; one that answered with
+            # errors failed.
+            if timed_out:
+                raise DeadlineExceeded(f"search not answered by its deadline ({attempt + 1} attempts)")
+            raise error
         if attempt >= settings.SEARCH_MAX_RETRIES:
             raise error
-        delay = backoff_delay(attempt, error.retry_after, cap=20.0)
         log.warning("search failed (%s); retry %s in %.1fs", error, attempt + 1, delay)
         time.sleep(delay)
         attempt += 1
+
+
+def _wait_for_rate(expires_at: float) -> None:
+    """Wait for the shared rate limiter to admit this search, no longer than the search's deadline allows."""
+    max_wait = time_left(expires_at, "search")
+    try:
+        ratelimit.wait_for_rate(f"search:{urlparse(settings.SEARXNG_URL).netloc}", settings.SEARCH_RATE_LIMIT, max_wait)
+    except TimeoutError as exc:
+        raise DeadlineExceeded(f"search not admitted by the rate limiter within {max_wait:.1f}s") from exc
 
 
 def _results(payload: object, limit: int) -> list[SearchResult]:

@@ -12,16 +12,17 @@ from workers.pipeline.usage import add_usage
 log = logging.getLogger(__name__)
 
 
-def generate_followups(research_id: Any) -> list[str]:
+def generate_followups(research_id: Any, deadline: float | None = None) -> list[str]:
     """Ask the prompt analyzer for the research's follow-up questions and store them.
 
-    Raises the client's errors after marking the research failed, so the caller can answer with a 502.
+    Raises the client's errors after marking the research failed, so the caller can answer with a 502, or with a
+    504 for DeadlineExceeded: the model had not answered by `deadline` (a `time.monotonic()` value).
     """
     research = Research.objects.get(pk=research_id)
     record_event(research.pk, EventType.GENERATING_FOLLOWUPS, {"num_questions": research.num_questions})
     try:
         questions, prompt_tokens, completion_tokens = engine_for(research.engine).ask_questions(
-            research.prompt, research.num_questions
+            research.prompt, research.num_questions, deadline=deadline
         )
     except Exception as exc:
         log.warning("follow-up questions for research %s failed: %s", research.pk, exc)
