@@ -18,6 +18,13 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = "insecure-development-key-only-for-debug-mode-" + "x" * 20
+# Flower's password and the compose SearxNG's secret are not Django settings, but every app process loads this
+# module (Flower through the Celery app, and compose hands .env to all of them), so their .env.example
+# placeholders, which are public, are refused here as SECRET_KEY's is.
+if not DEBUG and env_str("FLOWER_BASIC_AUTH").partition(":")[2].startswith("change-me"):
+    raise ImproperlyConfigured("FLOWER_BASIC_AUTH still has the password of .env.example; choose another")
+if not DEBUG and env_str("SEARXNG_SECRET").startswith("change-me"):
+    raise ImproperlyConfigured("SEARXNG_SECRET is still the placeholder of .env.example; set a long random string")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")

@@ -79,6 +79,8 @@ def _run_django(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
         ("RESEARCH_ENGINE", "magic"),
         ("CELERY_TASK_SOFT_TIME_LIMIT", "1000"),
         ("SECRET_KEY", "change-me-to-a-long-random-string"),
+        ("FLOWER_BASIC_AUTH", "admin:change-me"),
+        ("SEARXNG_SECRET", "change-me-to-another-long-random-string"),
     ],
 )
 def test_settings_bad_value_names_the_variable(variable: str, value: str) -> None:
@@ -88,14 +90,16 @@ def test_settings_bad_value_names_the_variable(variable: str, value: str) -> Non
     assert variable in result.stderr
 
 
-def test_settings_accept_a_copied_env_example_with_its_secret_key_set() -> None:
-    # given .env.example as `cp .env.example .env` leaves it, with the one edit it asks for
+def test_settings_accept_a_copied_env_example_with_its_secrets_set() -> None:
+    # given .env.example as `cp .env.example .env` leaves it, with the secrets it asks for set
     example = {}
     for line in (ROOT / ".env.example").read_text().splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.partition("=")
             example[name] = value
     example["SECRET_KEY"] = "p9T!x2mQ#v8Lr4Zs7Wc1Nf6Hb3Jd0Ky5Ue8Ga2Xo4Ri7Pl1Mq9Vt3Sw6Bn0Cz"
+    example["FLOWER_BASIC_AUTH"] = "ops:Wc1Nf6Hb3Jd0Ky5Ue8Ga2X"
+    example["SEARXNG_SECRET"] = "Lr4Zs7Wc1Nf6Hb3Jd0Ky5Ue8Ga2Xo4Ri7Pl1Mq9Vt3"
     for service in ("DATABASE_URL", "REDIS_URL"):  # the services of this run, not the documented defaults
         example[service] = os.environ.get(service, example[service])
     # when / then
