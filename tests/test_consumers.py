@@ -165,6 +165,18 @@ async def test_reconnect_with_after_gets_only_the_missed_events(alice, research)
     await communicator.disconnect()
 
 
+async def test_reconnect_with_a_huge_after_gets_nothing_older(alice, research) -> None:
+    # given an `after` of thousands of digits (int() refuses more than 4300) or past the seq column
+    for after in ("9" * 5000, "2147483648"):
+        communicator, connected = await connect(f"/ws/research/{research.pk}/?after={after}", alice)
+        assert connected
+        # then it means "nothing newer", as a catch_up's does: no events, the current snapshot
+        message = await communicator.receive_json_from(timeout=TIMEOUT)
+        assert message["type"] == "history" and message["after"] == 2**31 - 1 and message["events"] == []
+        assert message["snapshot"]["research"]["last_event_seq"] == 3
+        await communicator.disconnect()
+
+
 async def test_strangers_socket_is_closed_without_data(mallory, research) -> None:
     communicator, connected = await connect(f"/ws/research/{research.pk}/", mallory)
     assert not connected

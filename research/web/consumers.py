@@ -19,9 +19,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from research.models import Research
 from research.push import research_group, user_group
 from research.snapshot import read_history, research_summary
+from research.web.validation import MAX_SEQ, seq_param
 
 HISTORY_LIMIT = 20_000
-MAX_SEQ = 2**31 - 1  # seq is a 32-bit column; larger `after` values mean "nothing newer"
 
 
 class _JsonConsumer(AsyncJsonWebsocketConsumer):
@@ -117,6 +117,10 @@ class ResearchConsumer(_JsonConsumer):
 
 
 def _after_from_query(query_string: bytes) -> int:
-    """The `after` of `?after=<seq>` (a reconnecting client's last seq); 0, the whole history, otherwise."""
+    """The `after` of `?after=<seq>` (a reconnecting client's last seq); larger values mean "nothing newer" (as
+    `catch_up` clamps them); 0, the whole history, otherwise."""
     values = parse_qs(query_string.decode("latin-1")).get("after", [])
-    return int(values[-1]) if values and values[-1].isascii() and values[-1].isdigit() else 0
+    if not values or not (values[-1].isascii() and values[-1].isdigit()):
+        return 0
+    after = seq_param(values[-1])
+    return MAX_SEQ if after is None else after
