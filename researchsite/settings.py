@@ -201,6 +201,8 @@ if RESEARCH_ENGINE == "auto":
 # The address workers use to fetch the local document collection from the web app (links the local search
 # provider hands out are signed, so only they work). Add its host:port to SCRAPE_ALLOWED_PRIVATE_HOSTS.
 APP_BASE_URL = env_url("APP_BASE_URL", "http://127.0.0.1:8000")
+# Seconds a collection link is accepted after it was signed; workers renew a stored link when they fetch it.
+COLLECTION_LINK_MAX_AGE = env_int("COLLECTION_LINK_MAX_AGE", 3600, minimum=60)
 LLM_MODEL = env_str("LLM_MODEL") or "gpt-4o-mini"
 LLM_AGENT_MODELS = {
     agent: env_str(f"LLM_MODEL_{agent.upper()}") or LLM_MODEL
