@@ -1,6 +1,7 @@
 """Django settings, all read from the environment (documented in .env.example)."""
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -199,7 +200,7 @@ RESEARCH_ENGINE = env_choice("RESEARCH_ENGINE", "auto", ("auto", "llm", "extract
 if RESEARCH_ENGINE == "auto":
     RESEARCH_ENGINE = "llm" if OPENAI_API_KEY or env_str("OPENAI_BASE_URL") else "extractive"
 # The address workers use to fetch the local document collection from the web app (links the local search
-# provider hands out are signed, so only they work). Add its host:port to SCRAPE_ALLOWED_PRIVATE_HOSTS.
+# provider hands out are signed, so only they work). Add its host:port/collection/ to SCRAPE_ALLOWED_PRIVATE_HOSTS.
 APP_BASE_URL = env_url("APP_BASE_URL", "http://127.0.0.1:8000")
 # Seconds a collection link is accepted after it was signed; workers renew a stored link when they fetch it.
 COLLECTION_LINK_MAX_AGE = env_int("COLLECTION_LINK_MAX_AGE", 3600, minimum=60)
@@ -212,7 +213,17 @@ LLM_TIMEOUT = env_float("LLM_TIMEOUT", 120.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 5, minimum=0, maximum=20)
 LLM_INVALID_OUTPUT_RETRIES = env_int("LLM_INVALID_OUTPUT_RETRIES", 2, minimum=0, maximum=10)
 
+# host:port reaches the endpoint on every hop; host:port/path/ only under that path, and only as the URL a fetch
+# starts from, never through a redirect (workers/clients/fetch.py). The web app's own endpoint is only ever
+# fetched for collection documents, so it is narrowed to that however it is listed.
 SCRAPE_ALLOWED_PRIVATE_HOSTS = env_host_ports("SCRAPE_ALLOWED_PRIVATE_HOSTS")
+if APP_BASE_URL:
+    _app = urlsplit(APP_BASE_URL)
+    _app_endpoint = f"{(_app.hostname or '').lower()}:{_app.port or (443 if _app.scheme == 'https' else 80)}"
+    if _app_endpoint in SCRAPE_ALLOWED_PRIVATE_HOSTS:
+        SCRAPE_ALLOWED_PRIVATE_HOSTS = (SCRAPE_ALLOWED_PRIVATE_HOSTS - {_app_endpoint}) | {
+            f"{_app_endpoint}/collection/"
+        }
 SCRAPE_MAX_BYTES = env_int("SCRAPE_MAX_BYTES", 5_000_000, minimum=10_000)
 SCRAPE_DEADLINE = env_float("SCRAPE_DEADLINE", 20.0, minimum=1.0)
 

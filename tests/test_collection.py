@@ -221,7 +221,7 @@ def test_scrape_reads_a_stored_link_that_expired(
 ) -> None:
     # given the web app on a live server, and a research whose search stored a collection link two hours ago
     settings.APP_BASE_URL = live_server.url
-    settings.SCRAPE_ALLOWED_PRIVATE_HOSTS = frozenset({live_server.url.removeprefix("http://")})
+    settings.SCRAPE_ALLOWED_PRIVATE_HOSTS = frozenset({live_server.url.removeprefix("http://") + "/collection/"})
     document = by_name("defrost.md")
     stored = signed_ago(document.pk, 2 * 3600, monkeypatch)
     assert requests.get(stored, timeout=10).status_code == 404  # expired for anyone who holds it

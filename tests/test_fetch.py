@@ -319,6 +319,58 @@ def test_fetch_page_allow_list_matches_the_literal_endpoint(web: FakeWeb, canary
     assert fetch_page(by_name, allowed_private=frozenset({f"LOCALHOST:{web.port}"})).title == "Allow List"
 
 
+@pytest.fixture(scope="module")
+def app() -> Iterator[FakeWeb]:
+    """A private service allowed only under /collection/ and only as the first URL, as compose lists web:8000."""
+    with FakeWeb() as server:
+        yield server
+
+
+@pytest.fixture
+def fetch_scoped(web: FakeWeb, app: FakeWeb) -> Fetch:
+    """fetch_page allowing FakeWeb whole and the app under /collection/ only."""
+    app.reset()
+    allowed = frozenset({web.host_port, f"{app.host_port}/collection/"})
+    return partial(fetch_page, allowed_private=allowed, deadline=5.0, read_timeout=3.0)
+
+
+def test_fetch_page_path_scoped_endpoint_serves_its_path_to_the_first_url(app: FakeWeb, fetch_scoped: Fetch) -> None:
+    url = app.add_page("/collection/1/signed/", "<title>Defrost</title><p>A defrost cycle melts the ice.</p>")
+
+    page = fetch_scoped(url)
+
+    assert (page.title, page.text) == ("Defrost", "A defrost cycle melts the ice.")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/admin/", "/page/x", "/collection", "/collectionx/1/", "/collection/../admin/", "/collection/%2e%2e/admin/"],
+)
+def test_fetch_page_path_scoped_endpoint_refuses_other_paths(app: FakeWeb, fetch_scoped: Fetch, path: str) -> None:
+    error = fetch_error(fetch_scoped, app.url + path)
+
+    assert error.reason == "blocked_address" and "/collection/" in error.message
+    assert app.count() == 0
+
+
+def test_fetch_page_path_scoped_endpoint_is_never_a_redirect_target(
+    web: FakeWeb, app: FakeWeb, canary: Canary, fetch_scoped: Fetch
+) -> None:
+    canary.reset()
+    document = app.add_page("/collection/1/signed/", "<title>Defrost</title><p>A defrost cycle.</p>")
+    # given the app redirecting from its collection path to another private address, and to itself
+    to_canary = app.add_page("/collection/2/signed/", "", status=302, headers={"Location": canary.url})
+    to_itself = app.add_page("/collection/3/signed/", "", status=302, headers={"Location": document})
+
+    # then the first URL is fetched, but no redirect reaches a private address or the app again
+    assert fetch_error(fetch_scoped, to_canary).reason == "blocked_address"
+    assert canary.hits == 0
+    assert fetch_error(fetch_scoped, to_itself).reason == "blocked_address"
+    # nor does a redirect from elsewhere (a page on the web) lead to it
+    assert fetch_error(fetch_scoped, f"{web.url}/redirect?to={document}").reason == "blocked_address"
+    assert [r.path for r in app.requests] == ["/collection/2/signed/", "/collection/3/signed/"]
+
+
 def _fake_resolver(monkeypatch: pytest.MonkeyPatch, answers: dict[str, list[str]]) -> list[str]:
     """Answer getaddrinfo for the given names from `answers`; returns the log of names looked up."""
     real = socket.getaddrinfo

@@ -72,6 +72,7 @@ def _run_django(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
         ("DEBUG", "perhaps"),
         ("REDIS_URL", "http://not-redis"),
         ("SCRAPE_ALLOWED_PRIVATE_HOSTS", "127.0.0.1"),
+        ("SCRAPE_ALLOWED_PRIVATE_HOSTS", "web/collection/"),
         ("OPENAI_BASE_URL", "ftp://x"),
         ("LOG_LEVEL", "LOUD"),
         ("DATABASE_URL", "mysql://user@db/deepresearch"),
@@ -106,6 +107,17 @@ def test_settings_accept_a_copied_env_example_with_its_secrets_set() -> None:
     result = _run_django(example, "check")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "no issues" in result.stdout
+
+
+def test_settings_narrow_the_apps_own_endpoint_to_its_collection() -> None:
+    # given the app's own address allowed whole, beside a bare and a path-scoped private endpoint
+    env = {"APP_BASE_URL": "http://web:8000", "SCRAPE_ALLOWED_PRIVATE_HOSTS": "web:8000,Docs.Internal:443,files:80/pub"}
+    script = "from django.conf import settings; print(sorted(settings.SCRAPE_ALLOWED_PRIVATE_HOSTS))"
+    # when the settings are read
+    result = _run_django(env, "shell", "-c", script)
+    # then the app is reachable for its collection documents only; the others as listed
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == str(["docs.internal:443", "files:80/pub/", "web:8000/collection/"])
 
 
 def test_settings_unix_socket_redis_url_is_accepted() -> None:

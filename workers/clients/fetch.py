@@ -13,18 +13,26 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
-from urllib.parse import urljoin
+from urllib.parse import unquote, urljoin
 
 import requests
 import urllib3.exceptions
 from urllib3.response import HTTPResponse
+from urllib3.util import parse_url
 
 from research.text.page_text import HTML_TYPES, TEXT_TYPES, decode_body, extract_text
-from workers.clients.netguard import BlockedAddressError, BlockedURLError, GuardedAdapter, check_url
+from workers.clients.netguard import (
+    BlockedAddressError,
+    BlockedURLError,
+    GuardedAdapter,
+    check_url,
+    endpoint_key,
+    normalize_allowed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +119,11 @@ def fetch_page(
     """Fetch `url` and extract its title and main text; raises FetchError for every failure.
 
     `allowed_private` lists `host:port` endpoints that may be reached although they are not public
-    (matched against the URL's literal host and port, 80/443 when absent); a malformed entry is a
-    configuration error and raises ValueError. `deadline` bounds the whole download in seconds, redirects
-    included; text extraction runs after it.
+    (matched against the URL's literal host and port, 80/443 when absent); an entry `host:port/path/` allows
+    the endpoint only under that path and only for `url` itself, never for a redirect's target (compose's
+    `web:8000/collection/`: the web app serves workers nothing else, and nothing should lead them to it). A
+    malformed entry is a configuration error and raises ValueError. `deadline` bounds the whole download in
+    seconds, redirects included; text extraction runs after it.
     """
     try:
         download = _download(
@@ -158,7 +168,8 @@ def _download(
     user_agent: str,
 ) -> _Download:
     """The body of `url` after redirects, within `deadline`; one fresh guarded session per call."""
-    adapter = GuardedAdapter(allowed_private)
+    scoped = _path_scoped(allowed_private)
+    adapter = GuardedAdapter({entry.partition("/")[0] for entry in allowed_private})
     with requests.Session() as session, _Watchdog(deadline, adapter.abort) as watchdog:
         session.trust_env = False  # no proxies from the environment, no .netrc credentials
         session.mount("http://", adapter)
@@ -168,6 +179,7 @@ def _download(
             download = _follow(
                 session,
                 url,
+                scoped=scoped,
                 expires_at=time.monotonic() + deadline,
                 max_bytes=max_bytes,
                 connect_timeout=connect_timeout,
@@ -189,6 +201,7 @@ def _follow(
     session: requests.Session,
     url: str,
     *,
+    scoped: Mapping[str, str],
     expires_at: float,
     max_bytes: int,
     connect_timeout: float,
@@ -197,11 +210,12 @@ def _follow(
 ) -> _Download:
     """Follow redirects by hand, so every hop's URL is checked before its request is made."""
     current = url
-    for _hop in range(max_redirects + 1):
+    for hop in range(max_redirects + 1):
         try:
             check_url(current)
         except BlockedURLError as exc:
             raise FetchError(exc.reason, f"{exc.message}: {current}") from exc
+        _check_scope(current, scoped, first_hop=hop == 0)
         remaining = _remaining(expires_at)
         response = _get(session, current, (min(connect_timeout, remaining), min(read_timeout, remaining)))
         with response:
@@ -211,6 +225,39 @@ def _follow(
                 continue
             return _read_response(response, max_bytes=max_bytes, expires_at=expires_at)
     raise FetchError("too_many_redirects", f"more than {max_redirects} redirects from {url}")
+
+
+def _path_scoped(allowed_private: Iterable[str]) -> dict[str, str]:
+    """{endpoint: path prefix} of the allow-list's `host:port/path/` entries (an endpoint also listed bare is open)."""
+    scoped, whole = {}, set()
+    for entry in allowed_private:
+        endpoint, slash, path = entry.partition("/")
+        key = next(iter(normalize_allowed([endpoint])))
+        if slash:
+            scoped[key] = f"/{path.strip('/')}/" if path.strip("/") else "/"
+        else:
+            whole.add(key)
+    return {key: prefix for key, prefix in scoped.items() if key not in whole}
+
+
+def _check_scope(url: str, scoped: Mapping[str, str], *, first_hop: bool) -> None:
+    """Refuse a path-scoped endpoint outside its path, or reached through a redirect.
+
+    Checked on the URL, before the request: a redirect to the same endpoint would reuse the pooled connection,
+    which the adapter's address check never sees again. The path is urllib3's, dot segments removed, as sent.
+    """
+    if not scoped:
+        return
+    parsed = parse_url(url)
+    key = endpoint_key(parsed.host or "", parsed.port or (443 if parsed.scheme == "https" else 80))
+    prefix = scoped.get(key)
+    if prefix is None:
+        return
+    if not first_hop:
+        raise FetchError("blocked_address", f"{key} is allowed as the first URL only, not a redirect's: {url}")
+    path = unquote(parsed.path or "/")
+    if not path.startswith(prefix) or ".." in path.split("/"):
+        raise FetchError("blocked_address", f"{key} is allowed under {prefix} only: {url}")
 
 
 def _get(session: requests.Session, url: str, timeout: tuple[float, float]) -> requests.Response:
