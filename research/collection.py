@@ -9,7 +9,6 @@ the unauthenticated view that serves it to workers gives out exactly the documen
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
 import re
@@ -27,7 +26,7 @@ from django.utils import timezone
 
 from research.models import CollectionDocument
 from research.text.lexical import BM25, counts, is_content_word, terms, words
-from research.text.page_text import decode_body, extract_text
+from research.text.page_text import PdfError, decode_body, extract_text, pdf_text
 
 log = logging.getLogger(__name__)
 
@@ -104,18 +103,11 @@ def parse_document(path: Path, data: bytes) -> ParsedDocument:
 
 
 def _pdf_text(data: bytes) -> tuple[str, str]:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
+    # The owner's own files: no page or size limits (the scraper reads PDFs off the web with them).
     try:
-        reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
-        metadata_title = (reader.metadata.title if reader.metadata else None) or ""
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
-        raise DocumentError(f"unreadable PDF: {exc}") from exc
-    # Pages are separate blocks; within a page, extract_text keeps the lines as laid out.
-    first_line, text = extract_text("\n\n".join(p.strip() for p in pages if p.strip()), "text/plain", "")
-    return str(metadata_title).strip() or first_line, text
+        return pdf_text(data)
+    except PdfError as exc:
+        raise DocumentError(str(exc)) from exc
 
 
 # --- Indexing ---------------------------------------------------------------------------------------------

@@ -226,6 +226,8 @@ if APP_BASE_URL:
         }
 SCRAPE_MAX_BYTES = env_int("SCRAPE_MAX_BYTES", 5_000_000, minimum=10_000)
 SCRAPE_DEADLINE = env_float("SCRAPE_DEADLINE", 20.0, minimum=1.0)
+# A PDF with more pages fails (too_many_pages); its bytes count against SCRAPE_MAX_BYTES like any page's.
+SCRAPE_PDF_MAX_PAGES = env_int("SCRAPE_PDF_MAX_PAGES", 50, minimum=1)
 
 # --- Limits ---------------------------------------------------------------------------------------------
 MAX_BREADTH = env_int("MAX_BREADTH", 10, minimum=1, maximum=50)

@@ -289,7 +289,7 @@ def test_hostile_pages_cost_nothing(stack, user, fake_web, fake_searx) -> None:
             "/gzip-bomb": "too_large",
             "/redirect-loop": "too_many_redirects",
             f"/redirect?to=http://127.0.0.1:{canary.port}/": "blocked_address",
-            "/pdf": "content_type",
+            "/pdf-bomb": "too_large",
             "/binary": "content_type",
         }
         fake_searx.results_for = lambda q: (

@@ -24,7 +24,7 @@ import urllib3.exceptions
 from urllib3.response import HTTPResponse
 from urllib3.util import parse_url
 
-from research.text.page_text import HTML_TYPES, TEXT_TYPES, decode_body, extract_text
+from research.text.page_text import HTML_TYPES, PDF_TYPES, TEXT_TYPES, PdfError, decode_body, extract_text, pdf_text
 from workers.clients.netguard import (
     BlockedAddressError,
     BlockedURLError,
@@ -44,6 +44,7 @@ REASONS = frozenset(
         "http_error",
         "timeout",
         "too_large",
+        "too_many_pages",
         "content_type",
         "too_many_redirects",
         "connection",
@@ -53,7 +54,7 @@ REASONS = frozenset(
 )
 _REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
-_ACCEPT = "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.8"
+_ACCEPT = "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.8,application/pdf;q=0.7"
 # Text where control characters and U+FFFD are this common was binary, or in no charset we could find.
 _GARBLED = dict.fromkeys([*range(0x00, 0x09), *range(0x0E, 0x20), 0xFFFD])
 _MAX_GARBLED_SHARE = 0.1
@@ -114,6 +115,7 @@ def fetch_page(
     connect_timeout: float = 5.0,
     read_timeout: float = 10.0,
     max_redirects: int = 5,
+    max_pdf_pages: int = 50,
     user_agent: str = "deep-research/1.0",
 ) -> FetchedPage:
     """Fetch `url` and extract its title and main text; raises FetchError for every failure.
@@ -123,7 +125,8 @@ def fetch_page(
     the endpoint only under that path and only for `url` itself, never for a redirect's target (compose's
     `web:8000/collection/`: the web app serves workers nothing else, and nothing should lead them to it). A
     malformed entry is a configuration error and raises ValueError. `deadline` bounds the whole download in
-    seconds, redirects included; text extraction runs after it.
+    seconds, redirects included; text extraction runs after it. A PDF is read through pypdf, refused beyond
+    `max_pdf_pages` pages, and its streams may inflate to a few times `max_bytes` at most.
     """
     try:
         download = _download(
@@ -136,10 +139,16 @@ def fetch_page(
             max_redirects=max_redirects,
             user_agent=user_agent,
         )
-        text = decode_body(download.body, download.charset, is_html=download.content_type in HTML_TYPES)
-        if text and len(text) - len(text.translate(_GARBLED)) > _MAX_GARBLED_SHARE * len(text):
-            raise FetchError("decode", f"body is not text (charset {download.charset or 'detected'})")
-        title, main_text = extract_text(text, download.content_type, download.final_url)
+        if download.content_type in PDF_TYPES:
+            try:
+                title, main_text = pdf_text(download.body, max_pages=max_pdf_pages, max_bytes=max_bytes)
+            except PdfError as exc:
+                raise FetchError(exc.reason, exc.message) from exc
+        else:
+            text = decode_body(download.body, download.charset, is_html=download.content_type in HTML_TYPES)
+            if text and len(text) - len(text.translate(_GARBLED)) > _MAX_GARBLED_SHARE * len(text):
+                raise FetchError("decode", f"body is not text (charset {download.charset or 'detected'})")
+            title, main_text = extract_text(text, download.content_type, download.final_url)
         if not main_text.strip():
             raise FetchError("empty", "no text could be extracted")
     except FetchError as exc:
@@ -284,8 +293,8 @@ def _read_response(response: requests.Response, *, max_bytes: int, expires_at: f
     if not 200 <= status < 300:
         raise FetchError("http_error", f"HTTP {status} from {response.url}", status_code=status)
     media_type, charset = _parse_content_type(response.headers.get("Content-Type"))
-    if media_type not in TEXT_TYPES:
-        raise FetchError("content_type", f"{media_type or 'no content type'} is not a text page")
+    if media_type not in TEXT_TYPES | PDF_TYPES:
+        raise FetchError("content_type", f"{media_type or 'no content type'} is not a text page or a PDF")
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise FetchError("too_large", f"Content-Length {declared} is over the {max_bytes} byte limit")

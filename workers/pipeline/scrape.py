@@ -91,6 +91,7 @@ def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
                 allowed_private=settings.SCRAPE_ALLOWED_PRIVATE_HOSTS,
                 max_bytes=settings.SCRAPE_MAX_BYTES,
                 deadline=settings.SCRAPE_DEADLINE,
+                max_pdf_pages=settings.SCRAPE_PDF_MAX_PAGES,
             )
         if fetched.final_url == fetch_url:
             fetched = replace(fetched, url=url, final_url=url)
