@@ -12,6 +12,11 @@ class ResearchConfig(AppConfig):
     def ready(self) -> None:
         pre_migrate.connect(lift_statement_timeout, sender=self, dispatch_uid="research.lift_statement_timeout")
         post_migrate.connect(restore_statement_timeout, sender=self, dispatch_uid="research.restore_statement_timeout")
+        from django.contrib.auth.signals import user_logged_out
+
+        from research.push import close_session_sockets
+
+        user_logged_out.connect(close_session_sockets, dispatch_uid="research.close_session_sockets")
 
 
 def lift_statement_timeout(using: str, **kwargs: Any) -> None:

@@ -9,9 +9,9 @@ the unauthenticated view that serves it to workers gives out exactly the documen
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from research.models import CollectionDocument
 from research.text.lexical import BM25, counts, is_content_word, terms, words
-from research.text.page_text import decode_body, extract_text
+from research.text.page_text import PdfError, decode_body, extract_text, pdf_text
 
 log = logging.getLogger(__name__)
 
@@ -103,18 +103,11 @@ def parse_document(path: Path, data: bytes) -> ParsedDocument:
 
 
 def _pdf_text(data: bytes) -> tuple[str, str]:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
+    # The owner's own files: no page or size limits (the scraper reads PDFs off the web with them).
     try:
-        reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
-        metadata_title = (reader.metadata.title if reader.metadata else None) or ""
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
-        raise DocumentError(f"unreadable PDF: {exc}") from exc
-    # Pages are separate blocks; within a page, extract_text keeps the lines as laid out.
-    first_line, text = extract_text("\n\n".join(p.strip() for p in pages if p.strip()), "text/plain", "")
-    return str(metadata_title).strip() or first_line, text
+        return pdf_text(data)
+    except PdfError as exc:
+        raise DocumentError(str(exc)) from exc
 
 
 # --- Indexing ---------------------------------------------------------------------------------------------
@@ -241,24 +234,43 @@ def rank_in_python(query: str, limit: int) -> list[int]:
 
 
 # --- Signed links -----------------------------------------------------------------------------------------
+# A link carries the time it was signed, and the view accepts it for COLLECTION_LINK_MAX_AGE seconds: a link that
+# leaks (from a log, a report's citations) opens its document only briefly. The stored link is the page's
+# identity in a research (its URL, the report's citation), so it never changes: the scrape step fetches through
+# `renewed_link`, a fresh link for the same document, so a research that waited longer than that still reads it.
 
 
-def _signer() -> signing.Signer:
-    return signing.Signer(salt=_SALT)
+def _signer() -> signing.TimestampSigner:
+    # "." between id, timestamp and signature (not ":"): nothing in a URL path to escape.
+    return signing.TimestampSigner(salt=_SALT, sep=".")
 
 
 def signature(document_id: int) -> str:
-    return _signer().signature(str(document_id))
+    """'<timestamp>.<signature>': what a link carries after the document's id."""
+    return _signer().sign(str(document_id)).split(".", 1)[1]
 
 
-def signature_ok(document_id: int, given: str) -> bool:
+def signature_ok(document_id: int, given: str, max_age: float | None = None) -> bool:
+    """Whether this app signed `given` for the document, and (with `max_age`) no more than max_age seconds ago."""
     try:
-        _signer().unsign(f"{document_id}{_signer().sep}{given}")
-    except signing.BadSignature:
+        _signer().unsign(f"{document_id}.{given}", max_age=max_age)
+    except signing.BadSignature:  # SignatureExpired included
         return False
     return True
 
 
 def document_url(document_id: int) -> str:
-    """The link workers fetch a document from: APP_BASE_URL/collection/<id>/<signature>/."""
+    """The link workers fetch a document from: APP_BASE_URL/collection/<id>/<timestamp>.<signature>/."""
     return f"{settings.APP_BASE_URL.rstrip('/')}/collection/{document_id}/{signature(document_id)}/"
+
+
+def renewed_link(url: str) -> str:
+    """A fresh link for a collection link this app signed, however long ago; any other URL unchanged."""
+    prefix = f"{settings.APP_BASE_URL.rstrip('/')}/collection/"
+    match = _LINK_PATH.fullmatch(url[len(prefix) :]) if url.startswith(prefix) else None
+    if match is None or not signature_ok(int(match["id"]), match["signature"]):
+        return url
+    return document_url(int(match["id"]))
+
+
+_LINK_PATH = re.compile(r"(?P<id>[0-9]+)/(?P<signature>[^/?#]+)/")

@@ -36,6 +36,23 @@ def user_group(user_id: int) -> str:
     return f"user-{user_id}"
 
 
+def session_group(session_key: str) -> str:
+    """The websockets opened by one browser session: a logout closes them (`close_session_sockets`)."""
+    return f"session-{session_key}"
+
+
+def close_session_sockets(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    """On logout (Django's user_logged_out, sent before the session is flushed): tell the session's sockets to
+    close, so an open tab stops receiving the moment its user signs out. Best effort, like every push."""
+    session_key = getattr(getattr(request, "session", None), "session_key", None)
+    if not session_key:
+        return
+    try:
+        async_to_sync(get_channel_layer().group_send)(session_group(session_key), {"type": "session.ended"})
+    except Exception:
+        log.warning("could not close the websockets of a logged-out session", exc_info=True)
+
+
 def push_on_commit(research_id: Any) -> None:
     """Queue the push of the research's new events for when the current transaction commits."""
     transaction.on_commit(lambda: _pusher.mark(str(research_id)))

@@ -79,11 +79,14 @@ def env_url(name: str, default: str = "", schemes: tuple[str, ...] = ("http", "h
 
 
 def env_host_ports(name: str) -> frozenset[str]:
-    """A comma-separated list of host:port pairs, e.g. '127.0.0.1:8080,docs.internal:443'."""
+    """A comma-separated list of host:port pairs, each optionally narrowed to a path prefix, e.g.
+    '127.0.0.1:8080,docs.internal:443,web:8000/collection/' (a path always ends with '/')."""
     pairs = set()
     for item in env_list(name):
-        host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ImproperlyConfigured(f"{name} entries must look like host:port, got {item!r}")
-        pairs.add(f"{host.strip('[]').lower()}:{int(port)}")
+        endpoint, slash, path = item.partition("/")
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() for c in path):
+            raise ImproperlyConfigured(f"{name} entries must look like host:port or host:port/path/, got {item!r}")
+        prefix = f"/{path.strip('/')}/".replace("//", "/") if slash else ""
+        pairs.add(f"{host.strip('[]').lower()}:{int(port)}{prefix}")
     return frozenset(pairs)

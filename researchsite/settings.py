@@ -1,6 +1,7 @@
 """Django settings, all read from the environment (documented in .env.example)."""
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -19,6 +20,13 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = "insecure-development-key-only-for-debug-mode-" + "x" * 20
+# Flower's password and the compose SearxNG's secret are not Django settings, but every app process loads this
+# module (Flower through the Celery app, and compose hands .env to all of them), so their .env.example
+# placeholders, which are public, are refused here as SECRET_KEY's is.
+if not DEBUG and env_str("FLOWER_BASIC_AUTH").partition(":")[2].startswith("change-me"):
+    raise ImproperlyConfigured("FLOWER_BASIC_AUTH still has the password of .env.example; choose another")
+if not DEBUG and env_str("SEARXNG_SECRET").startswith("change-me"):
+    raise ImproperlyConfigured("SEARXNG_SECRET is still the placeholder of .env.example; set a long random string")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
@@ -215,8 +223,10 @@ RESEARCH_ENGINE = env_choice("RESEARCH_ENGINE", "auto", ("auto", "llm", "extract
 if RESEARCH_ENGINE == "auto":
     RESEARCH_ENGINE = "llm" if OPENAI_API_KEY or env_str("OPENAI_BASE_URL") else "extractive"
 # The address workers use to fetch the local document collection from the web app (links the local search
-# provider hands out are signed, so only they work). Add its host:port to SCRAPE_ALLOWED_PRIVATE_HOSTS.
+# provider hands out are signed, so only they work). Add its host:port/collection/ to SCRAPE_ALLOWED_PRIVATE_HOSTS.
 APP_BASE_URL = env_url("APP_BASE_URL", "http://127.0.0.1:8000")
+# Seconds a collection link is accepted after it was signed; workers renew a stored link when they fetch it.
+COLLECTION_LINK_MAX_AGE = env_int("COLLECTION_LINK_MAX_AGE", 3600, minimum=60)
 LLM_MODEL = env_str("LLM_MODEL") or "gpt-4o-mini"
 LLM_AGENT_MODELS = {
     agent: env_str(f"LLM_MODEL_{agent.upper()}") or LLM_MODEL
@@ -230,9 +240,21 @@ LLM_CALL_DEADLINE = env_float("LLM_CALL_DEADLINE", 300.0, minimum=1.0)
 # Seconds the follow-up questions request may wait for the model before it answers 504.
 QUESTIONS_DEADLINE = env_float("QUESTIONS_DEADLINE", 60.0, minimum=1.0)
 
+# host:port reaches the endpoint on every hop; host:port/path/ only under that path, and only as the URL a fetch
+# starts from, never through a redirect (workers/clients/fetch.py). The web app's own endpoint is only ever
+# fetched for collection documents, so it is narrowed to that however it is listed.
 SCRAPE_ALLOWED_PRIVATE_HOSTS = env_host_ports("SCRAPE_ALLOWED_PRIVATE_HOSTS")
+if APP_BASE_URL:
+    _app = urlsplit(APP_BASE_URL)
+    _app_endpoint = f"{(_app.hostname or '').lower()}:{_app.port or (443 if _app.scheme == 'https' else 80)}"
+    if _app_endpoint in SCRAPE_ALLOWED_PRIVATE_HOSTS:
+        SCRAPE_ALLOWED_PRIVATE_HOSTS = (SCRAPE_ALLOWED_PRIVATE_HOSTS - {_app_endpoint}) | {
+            f"{_app_endpoint}/collection/"
+        }
 SCRAPE_MAX_BYTES = env_int("SCRAPE_MAX_BYTES", 5_000_000, minimum=10_000)
 SCRAPE_DEADLINE = env_float("SCRAPE_DEADLINE", 20.0, minimum=1.0)
+# A PDF with more pages fails (too_many_pages); its bytes count against SCRAPE_MAX_BYTES like any page's.
+SCRAPE_PDF_MAX_PAGES = env_int("SCRAPE_PDF_MAX_PAGES", 50, minimum=1)
 
 # --- Limits ---------------------------------------------------------------------------------------------
 MAX_BREADTH = env_int("MAX_BREADTH", 10, minimum=1, maximum=50)

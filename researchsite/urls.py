@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic.base import RedirectView
@@ -31,6 +32,15 @@ urlpatterns = [
         name="collection-document",
     ),
     path("accounts/signup/", views.signup, name="signup"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Django's account views without password reset: no mail is set up, and its form would tell known addresses
+    # (a 500 when mailing fails) from unknown ones (a redirect). Forgotten passwords are reset in the admin.
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path(
+        "accounts/password_change/done/",
+        auth_views.PasswordChangeDoneView.as_view(),
+        name="password_change_done",
+    ),
     path("admin/", admin.site.urls),
 ]

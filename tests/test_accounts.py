@@ -43,3 +43,30 @@ def test_anonymous_research_page_redirects_to_login(user) -> None:
         response = Client().get(path)
         assert response.status_code == 302
         assert response["Location"].startswith("/accounts/login/?next=")
+
+
+def test_password_reset_is_not_routed(user) -> None:
+    # no mail is set up: a reset form would answer a known address (alice's) unlike an unknown one
+    client = Client()
+    for path in ("/accounts/password_reset/", "/accounts/password_reset/done/", "/accounts/reset/done/"):
+        assert client.get(path).status_code == 404, path
+    for email in ("alice@example.com", "nobody@example.com"):
+        assert client.post("/accounts/password_reset/", {"email": email}).status_code == 404, email
+    assert client.get("/accounts/reset/MQ/set-password/").status_code == 404
+
+
+def test_signed_in_user_can_change_her_password(user) -> None:
+    # given alice signed in
+    client = Client()
+    client.force_login(user)
+    assert client.get("/accounts/password_change/").status_code == 200
+    # when she changes her password
+    new = "a-new-long-password-77"
+    response = client.post(
+        "/accounts/password_change/", {"old_password": PASSWORD, "new_password1": new, "new_password2": new}
+    )
+    # then the new one signs her in, and her session goes on
+    assert response.status_code == 302 and response["Location"] == "/accounts/password_change/done/"
+    user.refresh_from_db()
+    assert user.check_password(new)
+    assert client.get("/api/research").status_code == 200

@@ -81,6 +81,8 @@ def test_questions_model_down_is_502_and_research_failed(api, fakes, fake_llm: F
     assert "error" in response.json()
     research = Research.objects.get()
     assert research.status == ResearchStatus.FAILED
+    # an ended research has its end time, as every other way of ending sets it (the sidebar and the log show it)
+    assert research.finished_at is not None and research.finished_at >= research.created_at
     assert list(Event.objects.filter(research=research).values_list("type", flat=True)) == [
         "generating_followups",
         "research_failed",

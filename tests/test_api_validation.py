@@ -125,6 +125,8 @@ CASES = [
     ("detail: malformed id", "get", "/api/research/not-a-uuid", None, 400),
     ("detail: POST", "post", f"/api/research/{UNKNOWN}", {}, 405),
     ("events: unknown id", "get", f"/api/research/{UNKNOWN}/events", None, 404),
+    ("events: after of 5000 digits", "get", f"/api/research/{UNKNOWN}/events?after={'9' * 5000}", None, 400),
+    ("events: after past the seq column", "get", f"/api/research/{UNKNOWN}/events?after=2147483648", None, 400),
     ("report: unknown id", "get", f"/api/research/{UNKNOWN}/report.md", None, 404),
     ("report: malformed id", "get", "/api/research/123/report.md", None, 400),
     ("error output: unknown id", "get", f"/api/research/{UNKNOWN}/error-output.md", None, 404),
@@ -188,11 +190,12 @@ def test_start_answers_must_match_questions(api, user, published) -> None:
 
 def test_events_after_must_be_a_plain_number(api, user) -> None:
     research = Research.objects.create(owner=user, prompt="p", title="p", status=ResearchStatus.QUEUED)
-    for after in ("\u00b2", "-1", "1.5", "x"):
+    for after in ("\u00b2", "-1", "1.5", "x", "9" * 5000, "2147483648"):
         response = api.get(f"/api/research/{research.pk}/events", {"after": after})
         assert response.status_code == 400, after
         assert response.json()["error"]["field"] == "after"
-    assert api.get(f"/api/research/{research.pk}/events", {"after": "0"}).status_code == 200
+    for after in ("0", "2147483647", "0" * 20 + "7"):
+        assert api.get(f"/api/research/{research.pk}/events", {"after": after}).json() == {"events": []}, after
 
 
 def test_start_twice_is_a_conflict_and_queues_once(api, user, published) -> None:

@@ -1,19 +1,24 @@
 """The local document collection: indexing a folder, full-text search, and the signed links workers fetch."""
 
 import io
+import time
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
+from django.core import signing
 from django.core.management import call_command
 from django.test import Client
 from django.test.utils import override_settings
 
 from research import collection
-from research.models import CollectionDocument
+from research.models import CollectionDocument, Page, PageStatus, QueryStatus, SerpQuery, Website, WebsiteStatus
 from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf, write_mixed_folder
+from tests.support.factories import running_research
 from workers.clients import local_documents
 from workers.clients import search as search_client
+from workers.pipeline.scrape import scrape_website
 
 pytestmark = pytest.mark.django_db
 
@@ -125,7 +130,9 @@ def test_search_ranks_the_best_document_first(heat_pump_collection, ranking: str
     assert len(boreholes) <= 2
     assert nothing == [] and stopwords == []
     document = by_name("defrost.md")
-    assert defrost[0].url == f"http://app.test:8000/collection/{document.pk}/{collection.signature(document.pk)}/"
+    prefix = f"http://app.test:8000/collection/{document.pk}/"
+    assert defrost[0].url.startswith(prefix) and defrost[0].url.endswith("/")
+    assert collection.signature_ok(document.pk, defrost[0].url.removeprefix(prefix).rstrip("/"), max_age=60)
     assert len({r.url for r in defrost}) == len(defrost)
 
 
@@ -178,3 +185,58 @@ def test_workers_in_compose_reach_documents_over_plain_http(heat_pump_collection
     # then it is served, not redirected to an HTTPS the internal network does not have; pages still are redirected
     assert response.status_code == 200
     assert Client().get("/accounts/login/", HTTP_HOST="web:8000").status_code == 301
+
+
+def signed_ago(document_id: int, seconds: float, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The document's link as it was signed `seconds` ago."""
+    now = time.time()
+    with monkeypatch.context() as past:
+        past.setattr(signing.time, "time", lambda: now - seconds)
+        return collection.document_url(document_id)
+
+
+def test_view_refuses_links_older_than_their_max_age(heat_pump_collection, settings, monkeypatch) -> None:
+    # given links to one document signed just now, 59 minutes ago and 61 minutes ago (max age: an hour)
+    settings.COLLECTION_LINK_MAX_AGE = 3600
+    document = by_name("defrost.md")
+    fresh, recent, expired = (signed_ago(document.pk, age, monkeypatch) for age in (0, 59 * 60, 61 * 60))
+    assert len({fresh, recent, expired}) == 3  # each carries the time it was signed
+    # then only the expired one is refused, as a bad signature is
+    path = lambda url: url.removeprefix(settings.APP_BASE_URL)  # noqa: E731
+    assert Client().get(path(fresh)).status_code == 200
+    assert Client().get(path(recent)).status_code == 200
+    assert Client().get(path(expired)).status_code == 404
+    # and renewing it gives a link that works (for the same document), while foreign URLs stay as they are
+    renewed = collection.renewed_link(expired)
+    assert renewed.startswith(f"{settings.APP_BASE_URL}/collection/{document.pk}/") and renewed != expired
+    assert Client().get(path(renewed)).status_code == 200
+    forged = f"{settings.APP_BASE_URL}/collection/{document.pk}/{collection.signature(document.pk + 1)}/"
+    for url in (forged, "https://example.com/collection/1/x/", expired.replace("/collection/", "/admin/")):
+        assert collection.renewed_link(url) == url
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scrape_reads_a_stored_link_that_expired(
+    heat_pump_collection, live_server, settings, user, published, monkeypatch
+) -> None:
+    # given the web app on a live server, and a research whose search stored a collection link two hours ago
+    settings.APP_BASE_URL = live_server.url
+    settings.SCRAPE_ALLOWED_PRIVATE_HOSTS = frozenset({live_server.url.removeprefix("http://") + "/collection/"})
+    document = by_name("defrost.md")
+    stored = signed_ago(document.pk, 2 * 3600, monkeypatch)
+    assert requests.get(stored, timeout=10).status_code == 404  # expired for anyone who holds it
+    research = running_research(user, 1, 1)
+    query = SerpQuery.objects.create(
+        research=research, depth=1, position=0, query="defrost", objective="o", status=QueryStatus.SCRAPING
+    )
+    website = Website.objects.create(research=research, query=query, position=0, url=stored)
+    # when the scrape step runs
+    scrape_website(website.pk)
+    # then it read the document through a fresh link, and the page keeps the stored URL as its identity
+    page = Page.objects.get(research=research)
+    assert page.status == PageStatus.FETCHED, (page.failure_reason, page.error)
+    assert (page.url, page.final_url) == (stored, stored)
+    assert "defrost cycle" in page.text.lower()
+    website.refresh_from_db()
+    assert website.status == WebsiteStatus.ANALYZING and website.url == stored
+    assert published == ["workers.tasks.analyze_website_task"]

@@ -165,6 +165,18 @@ async def test_reconnect_with_after_gets_only_the_missed_events(alice, research)
     await communicator.disconnect()
 
 
+async def test_reconnect_with_a_huge_after_gets_nothing_older(alice, research) -> None:
+    # given an `after` of thousands of digits (int() refuses more than 4300) or past the seq column
+    for after in ("9" * 5000, "2147483648"):
+        communicator, connected = await connect(f"/ws/research/{research.pk}/?after={after}", alice)
+        assert connected
+        # then it means "nothing newer", as a catch_up's does: no events, the current snapshot
+        message = await communicator.receive_json_from(timeout=TIMEOUT)
+        assert message["type"] == "history" and message["after"] == 2**31 - 1 and message["events"] == []
+        assert message["snapshot"]["research"]["last_event_seq"] == 3
+        await communicator.disconnect()
+
+
 async def test_strangers_socket_is_closed_without_data(mallory, research) -> None:
     communicator, connected = await connect(f"/ws/research/{research.pk}/", mallory)
     assert not connected
@@ -265,6 +277,38 @@ async def test_history_snapshot_is_read_with_its_events(alice, research, monkeyp
     assert [e["seq"] for e in message["events"]] == [1, 2, 3]
     assert message["snapshot"]["research"]["last_event_seq"] == 3
     await communicator.disconnect()
+
+
+async def test_logout_closes_the_sessions_sockets_and_only_those(user, research) -> None:
+    # given alice signed in twice (two browsers), with the sidebar and the live log open in the first
+    first, second = Client(), Client()
+    for client in (first, second):
+        await database_sync_to_async(client.force_login)(user)
+
+    def headers(client: Client) -> list[tuple[bytes, bytes]]:
+        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        return [(b"cookie", cookie.encode()), (b"origin", ORIGIN)]
+
+    sockets = []
+    for client, path in ((first, "/ws/research/"), (first, f"/ws/research/{research.pk}/"), (second, "/ws/research/")):
+        communicator, connected = await connect(path, headers(client))
+        assert connected, path
+        await communicator.receive_json_from(timeout=TIMEOUT)
+        sockets.append(communicator)
+    sidebar, log, other_browser = sockets
+    # when she logs out in the first browser (the POST the Sign out button sends)
+    response = await database_sync_to_async(first.post)("/accounts/logout/")
+    assert response.status_code == 302
+    # then that browser's sockets are closed as unauthenticated...
+    for communicator in (sidebar, log):
+        assert await communicator.receive_output(timeout=TIMEOUT) == {"type": "websocket.close", "code": 4401}
+    # ...while the other browser's session, still signed in, keeps its socket and its pushes
+    assert await other_browser.receive_nothing(timeout=0.5)
+    await database_sync_to_async(Research.objects.filter(pk=research.pk).update)(status=ResearchStatus.COMPLETED)
+    await database_sync_to_async(record)(research.pk, 1)
+    update = await other_browser.receive_json_from(timeout=TIMEOUT)
+    assert update["type"] == "research" and update["research"]["status"] == "completed"
+    await other_browser.disconnect()
 
 
 async def test_two_clients_get_the_same_pushes(alice, research) -> None:

@@ -6,6 +6,7 @@ from research.models import Document, Extract, ResearchStatus, SerpQuery, Websit
 from research.snapshot import build_snapshot
 from tests.fakes import Canary
 from tests.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
+from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf
 from tests.support.e2e import start_research, wait_finished
 from workers.pipeline.citations import cited_urls
 
@@ -36,6 +37,27 @@ def test_bad_pages_fail_with_reasons_and_research_completes(api, workers, resear
     assert websites["/status/404"].http_status == 404
     failed_events = research.events.filter(type="website_failed").count()
     assert failed_events == len(bad)
+
+
+def test_pdfs_are_read_within_their_limits(api, workers, research_model, fake_web, fake_searx) -> None:
+    # given search results that are PDFs: one made here, a three-page one, one past SCRAPE_PDF_MAX_PAGES (50) and
+    # one whose streams inflate to 400 MB
+    fake_web.add_page("/field-study.pdf", make_pdf(PDF_LINES, PDF_TITLE), content_type="application/pdf")
+    pdfs = {"/field-study.pdf": "", "/pdf?pages=3": "", "/pdf?pages=60": "too_many_pages", "/pdf-bomb": "too_large"}
+    fake_searx.results_for = lambda q: [fake_web.url + path for path in pdfs]
+    # when
+    research = wait_finished(start_research(api, 1, 1))
+    # then the readable ones are analysed from their text, the others fail for their own reason
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    websites = {w.url.removeprefix(fake_web.url): w for w in Website.objects.filter(research=research)}
+    for path, reason in pdfs.items():
+        expected = (WebsiteStatus.FAILED if reason else WebsiteStatus.ANALYZED, reason)
+        assert (websites[path].status, websites[path].failure_reason) == expected, (path, websites[path].error)
+        assert websites[path].content_type == ("application/pdf" if not reason else "")
+    assert websites["/pdf?pages=60"].error == "the PDF has 60 pages, over the limit of 50"
+    assert websites["/field-study.pdf"].page.title == PDF_TITLE
+    assert PDF_LINES[1] in websites["/field-study.pdf"].page.text
+    assert "Page 3: solid state batteries" in websites["/pdf?pages=3"].page.text
 
 
 def test_ssrf_targets_are_refused_and_canary_gets_nothing(api, workers, research_model, fake_web, fake_searx) -> None:

@@ -358,7 +358,7 @@ def test_hostile_pages_cost_nothing(stack, user, fake_web, fake_searx) -> None:
             "/gzip-bomb": "too_large",
             "/redirect-loop": "too_many_redirects",
             f"/redirect?to=http://127.0.0.1:{canary.port}/": "blocked_address",
-            "/pdf": "content_type",
+            "/pdf-bomb": "too_large",
             "/binary": "content_type",
         }
         fake_searx.results_for = lambda q: (
@@ -431,19 +431,28 @@ def test_openai_key_never_leaks(internet, transactional_db, research_model, user
     assert settings.OPENAI_API_KEY not in events  # the test process's own key, too
 
 
-FLOWER_FORMS = ["docker-compose.yml", "Makefile"]
+FLOWER_FORMS = ["docker-compose.yml", "Makefile", "README.md"]
 
 
 def flower_script(form: str, port: int) -> str:
-    """The flower command of docker-compose.yml or of the Makefile as its shell runs it, on a free loopback port."""
+    """The flower command of docker-compose.yml, the Makefile or the README's native commands as its shell runs
+    it, on a free loopback port."""
     if form == "docker-compose.yml":
         command = yaml.safe_load((ROOT / form).read_text())["services"]["flower"]["command"]
         assert command[:2] == ["sh", "-c"], command
         script = command[2]
+    elif form == "README.md":
+        readme = (ROOT / form).read_text().replace("\\\n", " ")
+        line = re.search(r"^\.venv/bin/(celery -A researchsite flower .+?)\s+#", readme, re.MULTILINE)
+        assert line, "no native flower command in the README"
+        script = line.group(1)
     else:
         recipe = re.search(r"^flower:.*\n\t(.+)$", (ROOT / form).read_text(), re.MULTILINE)
         assert recipe, "no flower target in the Makefile"
         script = recipe.group(1).replace("$(VENV)/bin/", "")
+    if form != "docker-compose.yml":
+        # the native commands run on the host itself: loopback only, as compose publishes its port
+        assert "--address=127.0.0.1 " in script, script
     script = script.replace("$$", "$")  # compose and make both escape the shell's $ as $$
     script, bound = re.subn(r"--address=\S+ --port=5555\b", f"--address=127.0.0.1 --port={port}", script)
     assert bound == 1, script
@@ -507,3 +516,20 @@ def test_flower_refuses_to_start_without_credentials(form: str, credentials: str
     # then the shell stopped before running celery, and said why
     assert flower.returncode != 0
     assert b"FLOWER_BASIC_AUTH" in stderr, stderr
+
+
+@pytest.mark.parametrize("form", FLOWER_FORMS)
+def test_flower_refuses_to_start_with_the_env_example_password(form: str) -> None:
+    # given the credentials .env.example ships, whose password everyone knows
+    example = re.search(r"^FLOWER_BASIC_AUTH=(.+)$", (ROOT / ".env.example").read_text(), re.MULTILINE)
+    assert example, "FLOWER_BASIC_AUTH is not in .env.example"
+    # when
+    flower = run_shell(flower_script(form, free_port()), flower_env(FLOWER_BASIC_AUTH=example.group(1)))
+    try:
+        _, stderr = flower.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        stop_group(flower)
+        pytest.fail("flower started with the placeholder password")
+    # then the settings it loads refused it, naming the variable
+    assert flower.returncode != 0
+    assert b"ImproperlyConfigured" in stderr and b"FLOWER_BASIC_AUTH" in stderr, stderr[-2000:]

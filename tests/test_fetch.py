@@ -18,6 +18,7 @@ import pytest
 from research.text.page_text import decode_body, extract_page, extract_text
 from tests.fakes import Canary, FakeWeb
 from tests.fakes.web import gzip_bomb
+from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf
 from workers.clients import netguard
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.netguard import endpoint_key, is_public_address, normalize_allowed
@@ -152,9 +153,58 @@ def test_fetch_page_http_error_keeps_status(web: FakeWeb, fetch: Fetch, code: in
     assert (error.reason, error.status_code, error.transient) == ("http_error", code, transient)
 
 
-@pytest.mark.parametrize("path", ["/binary", "/pdf", "/image.png", "/no-content-type"])
+@pytest.mark.parametrize("path", ["/binary", "/image.png", "/no-content-type"])
 def test_fetch_page_refuses_non_text_content_types(web: FakeWeb, fetch: Fetch, path: str) -> None:
     assert fetch_error(fetch, web.url + path).reason == "content_type"
+
+
+# --- PDFs -----------------------------------------------------------------------------------------------------
+
+
+def test_fetch_page_reads_a_pdf(web: FakeWeb, fetch: Fetch) -> None:
+    # given a PDF made here, with a title in its metadata, and a three-page one from the fake web
+    made = web.add_page("/field-study.pdf", make_pdf(PDF_LINES, PDF_TITLE), content_type="application/pdf")
+
+    page = fetch(made)
+    pages = fetch(web.url + "/pdf?pages=3")
+
+    assert (page.content_type, page.title) == ("application/pdf", PDF_TITLE)
+    assert page.text.splitlines()[:3] == PDF_LINES
+    assert page.bytes_read == len(make_pdf(PDF_LINES, PDF_TITLE))
+    assert pages.title == "Page 1: solid state batteries hold their charge for years."
+    assert pages.text.split("\n\n") == [
+        f"Page {n}: solid state batteries hold their charge for years." for n in (1, 2, 3)
+    ]
+
+
+def test_fetch_page_refuses_pdfs_past_the_page_or_byte_limit(web: FakeWeb, fetch: Fetch) -> None:
+    many = fetch_error(fetch, web.url + "/pdf?pages=6", max_pdf_pages=5)
+    large = fetch_error(fetch, web.url + "/pdf?pages=3", max_bytes=1000)
+
+    assert (many.reason, many.message) == ("too_many_pages", "the PDF has 6 pages, over the limit of 5")
+    assert large.reason == "too_large" and not large.transient
+    assert fetch(web.url + "/pdf?pages=5", max_pdf_pages=5).text.count("Page ") == 5
+
+
+def test_fetch_page_refuses_a_pdf_bomb_in_bounded_memory(web: FakeWeb, fetch: Fetch) -> None:
+    # given a PDF of 460 KB whose 40 pages of streams inflate to 400 MB, each page under pypdf's own limits
+    errors: list[FetchError] = []
+
+    def run() -> None:
+        errors.append(fetch_error(fetch, web.url + "/pdf-bomb?mb=400", max_bytes=5 * MB))
+
+    # when
+    peak = peak_memory(run)
+
+    # then its streams were cut off at four times the byte cap in all (20 MB; read whole, the peak is over 400 MB)
+    assert errors[0].reason == "too_large" and "decoding budget" in errors[0].message
+    assert peak < 64 * MB
+
+
+def test_fetch_page_corrupt_pdf_is_a_decode_failure(web: FakeWeb, fetch: Fetch) -> None:
+    url = web.add_page("/broken.pdf", b"%PDF-1.4 this is not really a pdf", content_type="application/pdf")
+
+    assert fetch_error(fetch, url).reason == "decode"
 
 
 def test_fetch_page_follows_redirect_chain(web: FakeWeb, fetch: Fetch) -> None:
@@ -317,6 +367,58 @@ def test_fetch_page_allow_list_matches_the_literal_endpoint(web: FakeWeb, canary
     assert canary.hits == 0
     # the name itself can be allowed
     assert fetch_page(by_name, allowed_private=frozenset({f"LOCALHOST:{web.port}"})).title == "Allow List"
+
+
+@pytest.fixture(scope="module")
+def app() -> Iterator[FakeWeb]:
+    """A private service allowed only under /collection/ and only as the first URL, as compose lists web:8000."""
+    with FakeWeb() as server:
+        yield server
+
+
+@pytest.fixture
+def fetch_scoped(web: FakeWeb, app: FakeWeb) -> Fetch:
+    """fetch_page allowing FakeWeb whole and the app under /collection/ only."""
+    app.reset()
+    allowed = frozenset({web.host_port, f"{app.host_port}/collection/"})
+    return partial(fetch_page, allowed_private=allowed, deadline=5.0, read_timeout=3.0)
+
+
+def test_fetch_page_path_scoped_endpoint_serves_its_path_to_the_first_url(app: FakeWeb, fetch_scoped: Fetch) -> None:
+    url = app.add_page("/collection/1/signed/", "<title>Defrost</title><p>A defrost cycle melts the ice.</p>")
+
+    page = fetch_scoped(url)
+
+    assert (page.title, page.text) == ("Defrost", "A defrost cycle melts the ice.")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/admin/", "/page/x", "/collection", "/collectionx/1/", "/collection/../admin/", "/collection/%2e%2e/admin/"],
+)
+def test_fetch_page_path_scoped_endpoint_refuses_other_paths(app: FakeWeb, fetch_scoped: Fetch, path: str) -> None:
+    error = fetch_error(fetch_scoped, app.url + path)
+
+    assert error.reason == "blocked_address" and "/collection/" in error.message
+    assert app.count() == 0
+
+
+def test_fetch_page_path_scoped_endpoint_is_never_a_redirect_target(
+    web: FakeWeb, app: FakeWeb, canary: Canary, fetch_scoped: Fetch
+) -> None:
+    canary.reset()
+    document = app.add_page("/collection/1/signed/", "<title>Defrost</title><p>A defrost cycle.</p>")
+    # given the app redirecting from its collection path to another private address, and to itself
+    to_canary = app.add_page("/collection/2/signed/", "", status=302, headers={"Location": canary.url})
+    to_itself = app.add_page("/collection/3/signed/", "", status=302, headers={"Location": document})
+
+    # then the first URL is fetched, but no redirect reaches a private address or the app again
+    assert fetch_error(fetch_scoped, to_canary).reason == "blocked_address"
+    assert canary.hits == 0
+    assert fetch_error(fetch_scoped, to_itself).reason == "blocked_address"
+    # nor does a redirect from elsewhere (a page on the web) lead to it
+    assert fetch_error(fetch_scoped, f"{web.url}/redirect?to={document}").reason == "blocked_address"
+    assert [r.path for r in app.requests] == ["/collection/2/signed/", "/collection/3/signed/"]
 
 
 def _fake_resolver(monkeypatch: pytest.MonkeyPatch, answers: dict[str, list[str]]) -> list[str]:

@@ -72,6 +72,7 @@ def _run_django(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
         ("DEBUG", "perhaps"),
         ("REDIS_URL", "http://not-redis"),
         ("SCRAPE_ALLOWED_PRIVATE_HOSTS", "127.0.0.1"),
+        ("SCRAPE_ALLOWED_PRIVATE_HOSTS", "web/collection/"),
         ("OPENAI_BASE_URL", "ftp://x"),
         ("LOG_LEVEL", "LOUD"),
         ("DATABASE_URL", "mysql://user@db/deepresearch"),
@@ -79,6 +80,8 @@ def _run_django(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
         ("RESEARCH_ENGINE", "magic"),
         ("DB_LOCK_TIMEOUT", "60"),
         ("SECRET_KEY", "change-me-to-a-long-random-string"),
+        ("FLOWER_BASIC_AUTH", "admin:change-me"),
+        ("SEARXNG_SECRET", "change-me-to-another-long-random-string"),
     ],
 )
 def test_settings_bad_value_names_the_variable(variable: str, value: str) -> None:
@@ -88,20 +91,33 @@ def test_settings_bad_value_names_the_variable(variable: str, value: str) -> Non
     assert variable in result.stderr
 
 
-def test_settings_accept_a_copied_env_example_with_its_secret_key_set() -> None:
-    # given .env.example as `cp .env.example .env` leaves it, with the one edit it asks for
+def test_settings_accept_a_copied_env_example_with_its_secrets_set() -> None:
+    # given .env.example as `cp .env.example .env` leaves it, with the secrets it asks for set
     example = {}
     for line in (ROOT / ".env.example").read_text().splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.partition("=")
             example[name] = value
     example["SECRET_KEY"] = "p9T!x2mQ#v8Lr4Zs7Wc1Nf6Hb3Jd0Ky5Ue8Ga2Xo4Ri7Pl1Mq9Vt3Sw6Bn0Cz"
+    example["FLOWER_BASIC_AUTH"] = "ops:Wc1Nf6Hb3Jd0Ky5Ue8Ga2X"
+    example["SEARXNG_SECRET"] = "Lr4Zs7Wc1Nf6Hb3Jd0Ky5Ue8Ga2Xo4Ri7Pl1Mq9Vt3"
     for service in ("DATABASE_URL", "REDIS_URL"):  # the services of this run, not the documented defaults
         example[service] = os.environ.get(service, example[service])
     # when / then
     result = _run_django(example, "check")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "no issues" in result.stdout
+
+
+def test_settings_narrow_the_apps_own_endpoint_to_its_collection() -> None:
+    # given the app's own address allowed whole, beside a bare and a path-scoped private endpoint
+    env = {"APP_BASE_URL": "http://web:8000", "SCRAPE_ALLOWED_PRIVATE_HOSTS": "web:8000,Docs.Internal:443,files:80/pub"}
+    script = "from django.conf import settings; print(sorted(settings.SCRAPE_ALLOWED_PRIVATE_HOSTS))"
+    # when the settings are read
+    result = _run_django(env, "shell", "-c", script)
+    # then the app is reachable for its collection documents only; the others as listed
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == str(["docs.internal:443", "files:80/pub/", "web:8000/collection/"])
 
 
 def test_settings_unix_socket_redis_url_is_accepted() -> None:

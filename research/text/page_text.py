@@ -1,4 +1,5 @@
-"""Turn a fetched page into (title, main text): HTML through BeautifulSoup, plain text and markdown as is.
+"""Turn a fetched page into (title, main text): HTML through BeautifulSoup, plain text and markdown as is, PDFs
+through pypdf (with limits for PDFs off the web).
 
 The text is data for an LLM and for verbatim-quote checks, never markup: entities are unescaped once by the
 parser, so `&lt;script&gt;` in a page becomes the literal text `<script>`, and nothing here renders HTML.
@@ -7,8 +8,10 @@ parser, so `&lt;script&gt;` in a page becomes the literal text `<script>`, and n
 from __future__ import annotations
 
 import codecs
+import io
 import logging
 import re
+from contextvars import ContextVar
 
 from bs4 import BeautifulSoup, NavigableString, Tag
 from bs4.dammit import EncodingDetector, UnicodeDammit
@@ -20,6 +23,7 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
 PLAIN_TYPES = frozenset({"text/plain"})
 TEXT_TYPES = HTML_TYPES | MARKDOWN_TYPES | PLAIN_TYPES
+PDF_TYPES = frozenset({"application/pdf"})
 
 # Never part of the readable text, wherever they sit.
 _DROP_TAGS = [
@@ -273,3 +277,98 @@ def _first_line(text: str) -> str:
         if line.strip():
             return _collapse(line)[:300]
     return ""
+
+
+# --- PDF ------------------------------------------------------------------------------------------------------
+
+
+class PdfError(Exception):
+    """A PDF whose text cannot be read: `reason` is "decode" (corrupt, encrypted), "too_large" or "too_many_pages",
+    the scraper's failure reasons."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(reason, message)
+        self.reason = reason
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# pypdf's own limits are per stream (75 MB each by default); a page's /Contents may be an array of thousands of
+# small streams that each inflate to the limit, and decoded streams stay cached in the reader. So a PDF read with
+# limits also gets a budget for all the bytes its streams inflate to, counted as pypdf decodes them.
+_PDF_STREAM_LIMITS = (
+    "maximum_declared_stream_length",
+    "array_based_stream_maximum_output_length",
+    "zlib_maximum_output_length",
+    "lzw_maximum_output_length",
+    "run_length_maximum_output_length",
+    "brotli_maximum_output_length",
+    "stream_decoding_work_maximum_length",
+)
+_decode_budget: ContextVar[list[int] | None] = ContextVar("pdf_decode_budget", default=None)
+
+
+def _count_decoded_bytes() -> None:
+    """Wrap pypdf's stream decoder (once) so that decoding under a budget spends it."""
+    import pypdf.filters
+    from pypdf.errors import LimitReachedError
+
+    decode = pypdf.filters.decode_stream_data
+    if getattr(decode, "counts_budget", False):
+        return
+
+    def counted(stream: object) -> bytes:
+        data = decode(stream)
+        budget = _decode_budget.get()
+        if budget is not None:
+            budget[0] -= len(data)
+            if budget[0] < 0:
+                raise LimitReachedError("the PDF's streams inflate beyond the decoding budget")
+        return data
+
+    counted.counts_budget = True  # type: ignore[attr-defined]
+    pypdf.filters.decode_stream_data = counted
+
+
+def pdf_text(data: bytes, *, max_pages: int | None = None, max_bytes: int | None = None) -> tuple[str, str]:
+    """(title, text) of a PDF through pypdf: the metadata title (or the first line), each page's text a block.
+
+    With limits (a PDF off the web is untrusted): more than `max_pages` pages is refused before any page is read;
+    the streams may inflate to 4 × `max_bytes` in all, and the text may be `max_bytes` characters long.
+    """
+    from pypdf import PdfReader, apply_configuration
+    from pypdf.errors import LimitReachedError, PyPdfError
+
+    budget = None if max_bytes is None else 4 * max_bytes
+    limits = {} if budget is None else dict.fromkeys(_PDF_STREAM_LIMITS, budget)
+    if budget is not None:
+        _count_decoded_bytes()
+    token = _decode_budget.set(None if budget is None else [budget])
+    try:
+        with apply_configuration(**limits):
+            reader = PdfReader(io.BytesIO(data))
+            count = len(reader.pages)
+            if max_pages is not None and count > max_pages:
+                raise PdfError("too_many_pages", f"the PDF has {count} pages, over the limit of {max_pages}")
+            pages, size = [], 0
+            for page in reader.pages:
+                text = (page.extract_text() or "").strip()
+                size += len(text)
+                if max_bytes is not None and size > max_bytes:
+                    raise PdfError("too_large", f"the PDF's text is over the {max_bytes} character limit")
+                pages.append(text)
+            metadata_title = (reader.metadata.title if reader.metadata else None) or ""
+    except PdfError:
+        raise
+    except LimitReachedError as exc:
+        raise PdfError("too_large", f"the PDF is over a size limit: {exc}") from exc
+    # pypdf raises many kinds of errors on malformed files; none of them is ours.
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError, RecursionError) as exc:
+        raise PdfError("decode", f"unreadable PDF: {exc}") from exc
+    finally:
+        _decode_budget.reset(token)
+    # Pages are separate blocks; within a page, extract_text keeps the lines as laid out.
+    first_line, text = extract_text("\n\n".join(page for page in pages if page), "text/plain", "")
+    return str(metadata_title).strip() or first_line, text

@@ -15,7 +15,17 @@ from research import services
 from research.models import Document, DocumentKind, Event, Research, ResearchStatus
 from research.snapshot import build_snapshot, event_payload, research_summary
 from research.web.rendering import render_markdown
-from research.web.validation import ApiError, clean_text, int_field, json_body, list_field, text_field, uuid_value
+from research.web.validation import (
+    MAX_SEQ,
+    ApiError,
+    clean_text,
+    int_field,
+    json_body,
+    list_field,
+    seq_param,
+    text_field,
+    uuid_value,
+)
 from workers.errors import DeadlineExceeded, PermanentError, TransientError
 from workers.pipeline.followups import generate_followups
 
@@ -143,11 +153,11 @@ def research_detail(request: HttpRequest, research_id: str) -> HttpResponse:
 @api_view("GET")
 def research_events(request: HttpRequest, research_id: str) -> HttpResponse:
     """Events after `?after=<seq>`: how a client that missed pushes catches up."""
+    after = seq_param(request.GET.get("after", "0"))
+    if after is None:
+        raise ApiError(400, f"must be an integer from 0 to {MAX_SEQ}", "after")
     research = own_research(request, research_id)
-    raw_after = request.GET.get("after", "0")
-    if not (raw_after.isascii() and raw_after.isdigit()):  # "²".isdigit() is True, int("²") fails
-        raise ApiError(400, "must be a non-negative integer", "after")
-    events = Event.objects.filter(research=research, seq__gt=int(raw_after)).order_by("seq")[:5000]
+    events = Event.objects.filter(research=research, seq__gt=after).order_by("seq")[:5000]
     return JsonResponse({"events": [event_payload(event) for event in events]})
 
 

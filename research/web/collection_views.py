@@ -1,5 +1,6 @@
 """Serving collection documents to workers: no login (workers have no session), but only by signed link."""
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
@@ -14,7 +15,7 @@ HTML_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src d
 @require_safe
 def collection_document(request: HttpRequest, document_id: int, signature: str) -> HttpResponse:
     """An HTML document as text/html; Markdown, text and PDF documents (their extracted text) as text/plain."""
-    if not signature_ok(document_id, signature):
+    if not signature_ok(document_id, signature, max_age=settings.COLLECTION_LINK_MAX_AGE):
         raise Http404("no such document")
     document = CollectionDocument.objects.filter(pk=document_id).only("content_type", "text", "source").first()
     if document is None:

@@ -5,7 +5,7 @@ data (asgi.py refuses foreign origins before that). Channel layers deliver at mo
 seq gap sends {"type": "catch_up", "after": <last seq>} and gets the missing events from the database; a client
 that reconnects opens `/ws/research/<id>/?after=<last seq>` and gets only what it missed. The sidebar has no
 seqs to spot a gap with: its client sends {"type": "list"} now and then while something runs, and gets the
-whole list again.
+whole list again. A logout closes the sockets its session opened (research/push.py: session_group).
 """
 
 import json
@@ -17,14 +17,30 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from research.models import Research
-from research.push import research_group, user_group
+from research.push import research_group, session_group, user_group
 from research.snapshot import read_history, research_summary
+from research.web.validation import MAX_SEQ, seq_param
 
 HISTORY_LIMIT = 20_000
-MAX_SEQ = 2**31 - 1  # seq is a 32-bit column; larger `after` values mean "nothing newer"
 
 
 class _JsonConsumer(AsyncJsonWebsocketConsumer):
+    joined: list[str]
+
+    async def join(self, group: str) -> None:
+        """Listen to `group`, and to this socket's session group, where a logout says the session has ended."""
+        self.joined = [group, session_group(self.scope["session"].session_key)]
+        for name in self.joined:
+            await self.channel_layer.group_add(name, self.channel_name)
+
+    async def disconnect(self, code: int) -> None:
+        for name in getattr(self, "joined", []):
+            await self.channel_layer.group_discard(name, self.channel_name)
+
+    async def session_ended(self, message: dict[str, Any]) -> None:
+        # Logged out in this browser: what the socket was let in to see ends with the session it was let in by.
+        await self.close(code=4401)
+
     @classmethod
     async def decode_json(cls, text_data: str) -> Any:
         # A malformed message is ignored rather than allowed to crash the consumer (and drop the socket).
@@ -40,14 +56,9 @@ class SidebarConsumer(_JsonConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        self.group = user_group(user.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.join(user_group(user.pk))
         await self.accept()
         await self._send_list()
-
-    async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         # A lost push (a missed "completed", say) would leave the sidebar wrong until a reload; the list from the
@@ -74,16 +85,11 @@ class ResearchConsumer(_JsonConsumer):
             await self.close(code=4404)
             return
         self.research_id = research_id
-        self.group = research_group(uuid.UUID(research_id))
         # Join first, then read: an event committed in between arrives twice (clients drop seqs they have)
         # rather than not at all.
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.join(research_group(uuid.UUID(research_id)))
         await self.accept()
         await self._send_history(_after_from_query(self.scope.get("query_string", b"")))
-
-    async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "catch_up":
@@ -117,6 +123,10 @@ class ResearchConsumer(_JsonConsumer):
 
 
 def _after_from_query(query_string: bytes) -> int:
-    """The `after` of `?after=<seq>` (a reconnecting client's last seq); 0, the whole history, otherwise."""
+    """The `after` of `?after=<seq>` (a reconnecting client's last seq); larger values mean "nothing newer" (as
+    `catch_up` clamps them); 0, the whole history, otherwise."""
     values = parse_qs(query_string.decode("latin-1")).get("after", [])
-    return int(values[-1]) if values and values[-1].isascii() and values[-1].isdigit() else 0
+    if not values or not (values[-1].isascii() and values[-1].isdigit()):
+        return 0
+    after = seq_param(values[-1])
+    return MAX_SEQ if after is None else after

@@ -8,6 +8,9 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 
+# Event seqs are a 32-bit column: no `after` beyond this can mean anything.
+MAX_SEQ = 2**31 - 1
+
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str, field: str | None = None) -> None:
@@ -94,3 +97,16 @@ def list_field(data: dict[str, Any], name: str, max_items: int) -> list[Any]:
     if len(value) > max_items:
         raise ApiError(400, f"must have at most {max_items} items", name)
     return value
+
+
+def seq_param(raw: str) -> int | None:
+    """A seq from a query string (`?after=`): 0 to MAX_SEQ in ASCII digits, else None.
+
+    The length is checked before int(): thousands of digits would make it raise (Python caps int() at 4300).
+    """
+    if not (raw.isascii() and raw.isdigit()):  # "²".isdigit() is True, int("²") fails
+        return None
+    digits = raw.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_SEQ)) or int(digits) > MAX_SEQ:
+        return None
+    return int(digits)

@@ -48,6 +48,9 @@ def test_sidebar_groups_past_research_by_day_and_shows_ongoing_skeletons(daphne,
     seed_research(user, "Grid-scale sodium batteries", "failed", now - timedelta(days=3))
     seed_research(user, "Small modular reactors", "cancelled", now - timedelta(days=12))
     seed_research(user, "Perovskite solar cell lifetimes", "completed", now - timedelta(days=90))
+    # a long research created two days ago that finished today: filed by its creation day, as the README says
+    long = seed_research(user, "Offshore wind curtailment", "completed", now - timedelta(days=2))
+    Research.objects.filter(pk=long.pk).update(finished_at=now)
     ongoing = [
         seed_research(user, "Hydrogen steel making costs", status, now - timedelta(minutes=m))
         for m, status in ((3, "running"), (2, "queued"), (1, "reporting"))
@@ -60,7 +63,7 @@ def test_sidebar_groups_past_research_by_day_and_shows_ongoing_skeletons(daphne,
     groups = {
         "#group-ongoing": ("Ongoing research", 3),
         "#group-today": ("Today", 1),
-        "#group-week": ("Previous 7 Days", 1),
+        "#group-week": ("Previous 7 Days", 2),
         "#group-month": ("Previous 30 Days", 1),
         "#group-older": ("Older", 1),
     }
@@ -69,6 +72,7 @@ def test_sidebar_groups_past_research_by_day_and_shows_ongoing_skeletons(daphne,
         expect(page.locator(f"{selector} li")).to_have_count(count)
     expect(page.locator("#group-today")).to_contain_text("Heat pumps in Nordic winters")
     expect(page.locator("#group-week")).to_contain_text("Grid-scale sodium batteries")
+    expect(page.locator("#group-week")).to_contain_text("Offshore wind curtailment")
     expect(page.locator("#group-week .badge")).to_have_text("Failed")
     expect(page.locator("#group-month")).to_contain_text("Small modular reactors")
     expect(page.locator("#group-older")).to_contain_text("Perovskite solar cell lifetimes")
@@ -296,7 +300,7 @@ def test_js_helpers_match_the_spec(daphne, open_page) -> None:
         const afternoon = new Date(2026, 4, 19, 14, 41, 4).toISOString();
         const local = (...parts) => new Date(...parts).toISOString();
         const items = [
-          // a long research created 49 days ago that finished today
+          // a long research created 49 days ago that finished today: filed under its creation day
           { id: "a", status: "completed", created_at: local(2026, 3, 1), finished_at: local(2026, 4, 20, 0, 10) },
           { id: "b", status: "failed", created_at: local(2026, 4, 12), finished_at: local(2026, 4, 13, 9) },
           { id: "c", status: "running", created_at: local(2026, 1, 1), finished_at: null },
@@ -330,9 +334,9 @@ def test_js_helpers_match_the_spec(daphne, open_page) -> None:
     # one hour cycle (24-hour) for the header's date-time and the events' times
     assert got["times"][0] == "14:41:04"
     assert "14:41" in got["times"][1] and not re.search(r"\b[AP]\.?M\b", got["times"][1], re.IGNORECASE)
-    # finished research is filed and ordered by when it finished
-    assert got["sidebar"] == ["today", "week", "ongoing", "week", "week"]
-    assert got["newestFirst"] == ["a", "d", "e", "b", "c"]
+    # research is filed and ordered by the day it was created, finished or not (README: "by creation day")
+    assert got["sidebar"] == ["older", "month", "ongoing", "week", "week"]
+    assert got["newestFirst"] == ["d", "e", "b", "a", "c"]
 
 
 def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, open_page) -> None:

@@ -177,6 +177,53 @@ def minimal_pdf() -> bytes:
 
 
 @functools.cache
+def pdf_document(pages: int, bomb_mb: int = 0) -> bytes:
+    """A PDF of `pages` pages, each a sentence about solid state batteries; with `bomb_mb`, more pages whose
+    contents are deflated streams of 1 MB of spaces each (10 to a page, a few KB in the file): each page stays
+    under any per-stream or per-page limit, the document inflates to `bomb_mb` MB."""
+    objects: list[bytes] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    kids = []
+
+    def add(obj: bytes) -> int:
+        objects.append(obj)
+        return len(objects)
+
+    def add_page(contents: bytes) -> None:
+        kids.append(
+            add(
+                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %s"
+                b" /Resources << /Font << /F1 3 0 R >> >> >>" % contents
+            )
+        )
+
+    for index in range(pages):
+        stream = b"BT /F1 12 Tf 72 720 Td (Page %d: solid state batteries hold their charge for years.) Tj ET" % (
+            index + 1
+        )
+        add_page(b"%d 0 R" % add(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream)))
+    inflating = zlib.compress(b" " * MB, 9)
+    bomb = b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(inflating), inflating)
+    for first in range(0, bomb_mb, 10):
+        streams = [add(bomb) for _ in range(min(10, bomb_mb - first))]
+        add_page(b"[%s]" % b" ".join(b"%d 0 R" % number for number in streams))
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), len(kids))
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for number, obj in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, obj)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return out
+
+
+@functools.cache
 def minimal_png() -> bytes:
     """A valid 1x1 red PNG."""
 
@@ -199,7 +246,7 @@ class FakeWeb(FakeServer):
     """A small web: `/page/<slug>` articles, custom pages, and hostile or edge-case routes.
 
     Built-in routes: /page/<slug>, /status/<code>, /slow?seconds=N, /drip?seconds=N, /huge?mb=N[&length=1],
-    /gzip-bomb[?mb=N], /binary?kb=N, /pdf, /image.png, /redirect-loop, /redirect-cycle/a,
+    /gzip-bomb[?mb=N], /binary?kb=N, /pdf[?pages=N], /pdf-bomb[?mb=N], /image.png, /redirect-loop, /redirect-cycle/a,
     /redirect?to=URL[&status=302], /redirect-chain?n=K, /hostile, /no-content-type.
     Pages added with `add_page` take precedence.
     """
@@ -281,7 +328,10 @@ class FakeWeb(FakeServer):
             size = int(_number(query, "kb", 64) * 1024)
             request.send(200, random.Random(0).randbytes(size), "application/octet-stream")
         elif path == "/pdf":
-            request.send(200, minimal_pdf(), "application/pdf")
+            pages = int(_number(query, "pages", 0))
+            request.send(200, pdf_document(pages) if pages else minimal_pdf(), "application/pdf")
+        elif path == "/pdf-bomb":
+            request.send(200, pdf_document(1, int(_number(query, "mb", 400))), "application/pdf")
         elif path == "/image.png":
             request.send(200, minimal_png(), "image/png")
         elif path == "/redirect-loop":

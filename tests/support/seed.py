@@ -49,6 +49,7 @@ def seed_research(
     Research.objects.filter(pk=research.pk).update(
         title=title,
         status=status,
+        created_at=created,
         breadth=2,
         depth=2,
         started_at=created + timedelta(seconds=20),

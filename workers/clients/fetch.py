@@ -13,18 +13,26 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
-from urllib.parse import urljoin
+from urllib.parse import unquote, urljoin
 
 import requests
 import urllib3.exceptions
 from urllib3.response import HTTPResponse
+from urllib3.util import parse_url
 
-from research.text.page_text import HTML_TYPES, TEXT_TYPES, decode_body, extract_text
-from workers.clients.netguard import BlockedAddressError, BlockedURLError, GuardedAdapter, check_url
+from research.text.page_text import HTML_TYPES, PDF_TYPES, TEXT_TYPES, PdfError, decode_body, extract_text, pdf_text
+from workers.clients.netguard import (
+    BlockedAddressError,
+    BlockedURLError,
+    GuardedAdapter,
+    check_url,
+    endpoint_key,
+    normalize_allowed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,7 @@ REASONS = frozenset(
         "http_error",
         "timeout",
         "too_large",
+        "too_many_pages",
         "content_type",
         "too_many_redirects",
         "connection",
@@ -45,7 +54,7 @@ REASONS = frozenset(
 )
 _REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
-_ACCEPT = "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.8"
+_ACCEPT = "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.8,application/pdf;q=0.7"
 # Text where control characters and U+FFFD are this common was binary, or in no charset we could find.
 _GARBLED = dict.fromkeys([*range(0x00, 0x09), *range(0x0E, 0x20), 0xFFFD])
 _MAX_GARBLED_SHARE = 0.1
@@ -106,14 +115,18 @@ def fetch_page(
     connect_timeout: float = 5.0,
     read_timeout: float = 10.0,
     max_redirects: int = 5,
+    max_pdf_pages: int = 50,
     user_agent: str = "deep-research/1.0",
 ) -> FetchedPage:
     """Fetch `url` and extract its title and main text; raises FetchError for every failure.
 
     `allowed_private` lists `host:port` endpoints that may be reached although they are not public
-    (matched against the URL's literal host and port, 80/443 when absent); a malformed entry is a
-    configuration error and raises ValueError. `deadline` bounds the whole download in seconds, redirects
-    included; text extraction runs after it.
+    (matched against the URL's literal host and port, 80/443 when absent); an entry `host:port/path/` allows
+    the endpoint only under that path and only for `url` itself, never for a redirect's target (compose's
+    `web:8000/collection/`: the web app serves workers nothing else, and nothing should lead them to it). A
+    malformed entry is a configuration error and raises ValueError. `deadline` bounds the whole download in
+    seconds, redirects included; text extraction runs after it. A PDF is read through pypdf, refused beyond
+    `max_pdf_pages` pages, and its streams may inflate to a few times `max_bytes` at most.
     """
     try:
         download = _download(
@@ -126,10 +139,16 @@ def fetch_page(
             max_redirects=max_redirects,
             user_agent=user_agent,
         )
-        text = decode_body(download.body, download.charset, is_html=download.content_type in HTML_TYPES)
-        if text and len(text) - len(text.translate(_GARBLED)) > _MAX_GARBLED_SHARE * len(text):
-            raise FetchError("decode", f"body is not text (charset {download.charset or 'detected'})")
-        title, main_text = extract_text(text, download.content_type, download.final_url)
+        if download.content_type in PDF_TYPES:
+            try:
+                title, main_text = pdf_text(download.body, max_pages=max_pdf_pages, max_bytes=max_bytes)
+            except PdfError as exc:
+                raise FetchError(exc.reason, exc.message) from exc
+        else:
+            text = decode_body(download.body, download.charset, is_html=download.content_type in HTML_TYPES)
+            if text and len(text) - len(text.translate(_GARBLED)) > _MAX_GARBLED_SHARE * len(text):
+                raise FetchError("decode", f"body is not text (charset {download.charset or 'detected'})")
+            title, main_text = extract_text(text, download.content_type, download.final_url)
         if not main_text.strip():
             raise FetchError("empty", "no text could be extracted")
     except FetchError as exc:
@@ -158,7 +177,8 @@ def _download(
     user_agent: str,
 ) -> _Download:
     """The body of `url` after redirects, within `deadline`; one fresh guarded session per call."""
-    adapter = GuardedAdapter(allowed_private)
+    scoped = _path_scoped(allowed_private)
+    adapter = GuardedAdapter({entry.partition("/")[0] for entry in allowed_private})
     with requests.Session() as session, _Watchdog(deadline, adapter.abort) as watchdog:
         session.trust_env = False  # no proxies from the environment, no .netrc credentials
         session.mount("http://", adapter)
@@ -168,6 +188,7 @@ def _download(
             download = _follow(
                 session,
                 url,
+                scoped=scoped,
                 expires_at=time.monotonic() + deadline,
                 max_bytes=max_bytes,
                 connect_timeout=connect_timeout,
@@ -189,6 +210,7 @@ def _follow(
     session: requests.Session,
     url: str,
     *,
+    scoped: Mapping[str, str],
     expires_at: float,
     max_bytes: int,
     connect_timeout: float,
@@ -197,11 +219,12 @@ def _follow(
 ) -> _Download:
     """Follow redirects by hand, so every hop's URL is checked before its request is made."""
     current = url
-    for _hop in range(max_redirects + 1):
+    for hop in range(max_redirects + 1):
         try:
             check_url(current)
         except BlockedURLError as exc:
             raise FetchError(exc.reason, f"{exc.message}: {current}") from exc
+        _check_scope(current, scoped, first_hop=hop == 0)
         remaining = _remaining(expires_at)
         response = _get(session, current, (min(connect_timeout, remaining), min(read_timeout, remaining)))
         with response:
@@ -211,6 +234,39 @@ def _follow(
                 continue
             return _read_response(response, max_bytes=max_bytes, expires_at=expires_at)
     raise FetchError("too_many_redirects", f"more than {max_redirects} redirects from {url}")
+
+
+def _path_scoped(allowed_private: Iterable[str]) -> dict[str, str]:
+    """{endpoint: path prefix} of the allow-list's `host:port/path/` entries (an endpoint also listed bare is open)."""
+    scoped, whole = {}, set()
+    for entry in allowed_private:
+        endpoint, slash, path = entry.partition("/")
+        key = next(iter(normalize_allowed([endpoint])))
+        if slash:
+            scoped[key] = f"/{path.strip('/')}/" if path.strip("/") else "/"
+        else:
+            whole.add(key)
+    return {key: prefix for key, prefix in scoped.items() if key not in whole}
+
+
+def _check_scope(url: str, scoped: Mapping[str, str], *, first_hop: bool) -> None:
+    """Refuse a path-scoped endpoint outside its path, or reached through a redirect.
+
+    Checked on the URL, before the request: a redirect to the same endpoint would reuse the pooled connection,
+    which the adapter's address check never sees again. The path is urllib3's, dot segments removed, as sent.
+    """
+    if not scoped:
+        return
+    parsed = parse_url(url)
+    key = endpoint_key(parsed.host or "", parsed.port or (443 if parsed.scheme == "https" else 80))
+    prefix = scoped.get(key)
+    if prefix is None:
+        return
+    if not first_hop:
+        raise FetchError("blocked_address", f"{key} is allowed as the first URL only, not a redirect's: {url}")
+    path = unquote(parsed.path or "/")
+    if not path.startswith(prefix) or ".." in path.split("/"):
+        raise FetchError("blocked_address", f"{key} is allowed under {prefix} only: {url}")
 
 
 def _get(session: requests.Session, url: str, timeout: tuple[float, float]) -> requests.Response:
@@ -237,8 +293,8 @@ def _read_response(response: requests.Response, *, max_bytes: int, expires_at: f
     if not 200 <= status < 300:
         raise FetchError("http_error", f"HTTP {status} from {response.url}", status_code=status)
     media_type, charset = _parse_content_type(response.headers.get("Content-Type"))
-    if media_type not in TEXT_TYPES:
-        raise FetchError("content_type", f"{media_type or 'no content type'} is not a text page")
+    if media_type not in TEXT_TYPES | PDF_TYPES:
+        raise FetchError("content_type", f"{media_type or 'no content type'} is not a text page or a PDF")
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise FetchError("too_large", f"Content-Length {declared} is over the {max_bytes} byte limit")

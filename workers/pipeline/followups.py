@@ -3,6 +3,8 @@
 import logging
 from typing import Any
 
+from django.utils import timezone
+
 from research.events import record_event
 from research.models import EventType, FollowUpQuestion, Research, ResearchStatus
 from research.transactions import research_transaction
@@ -26,7 +28,9 @@ def generate_followups(research_id: Any, deadline: float | None = None) -> list[
         )
     except Exception as exc:
         log.warning("follow-up questions for research %s failed: %s", research.pk, exc)
-        Research.objects.filter(pk=research.pk).update(status=ResearchStatus.FAILED, error=str(exc)[:2000])
+        Research.objects.filter(pk=research.pk).update(
+            status=ResearchStatus.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
+        )
         record_event(research.pk, EventType.RESEARCH_FAILED, {"reason": "followups_failed", "error": str(exc)[:500]})
         raise
     add_usage(research.pk, prompt_tokens, completion_tokens)

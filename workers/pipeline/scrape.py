@@ -1,6 +1,7 @@
 """Scraping: fetch a website's page once per research, then hand every website with that URL to analysis."""
 
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
@@ -10,6 +11,7 @@ from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
 from research import dispatch
+from research.collection import renewed_link
 from research.events import record_event
 from research.models import EventType, Page, PageStatus, Website, WebsiteStatus
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
@@ -75,6 +77,9 @@ def _claim_page(website: Website) -> Page | None:
 
 
 def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
+    # A collection link may have expired since the search stored it: fetch through a fresh one, and keep the
+    # stored URL as the page's identity (research/collection.py).
+    fetch_url = renewed_link(url)
     try:
         # Politeness: a few fetches at a time per host, across all workers.
         with host_slot(
@@ -84,11 +89,14 @@ def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
             max_wait=settings.LEASE_SECONDS,
         ):
             fetched = fetch_page(
-                url,
+                fetch_url,
                 allowed_private=settings.SCRAPE_ALLOWED_PRIVATE_HOSTS,
                 max_bytes=settings.SCRAPE_MAX_BYTES,
                 deadline=settings.SCRAPE_DEADLINE,
+                max_pdf_pages=settings.SCRAPE_PDF_MAX_PAGES,
             )
+        if fetched.final_url == fetch_url:
+            fetched = replace(fetched, url=url, final_url=url)
         return fetched, None
     except FetchError as exc:
         log.info("fetch of %s failed: %s (%s)", url, exc.reason, exc.message)

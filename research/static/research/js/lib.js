@@ -58,10 +58,10 @@ export function dateGroup(date, now = new Date()) {
   return "older";
 }
 
-// A finished research is filed under when it finished (a long one started yesterday belongs to Today); others
-// under when they were created.
+// Every research is filed under the day it was created (as the README says), finished or not, so an entry never
+// changes group when it finishes: it leaves Ongoing for its creation day.
 export function sidebarTime(item) {
-  return new Date(item.finished_at || item.created_at);
+  return new Date(item.created_at);
 }
 
 export function sidebarGroup(item, now = new Date()) {
