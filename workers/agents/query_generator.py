@@ -5,10 +5,15 @@ from typing import Any
 
 from django.conf import settings
 
+from research.text.storable import storable
 from workers.agents.common import distinct, relaxed, trim_to_tokens
 from workers.clients.llm import InvalidOutputError, complete_json
 
 NAME = "serp_queries"
+# A query goes to the search engine in a URL: a model's kilobyte-long "query" would be refused there and fail the
+# search. Objectives are only read by the analyzer; capped so one answer cannot flood every later prompt.
+MAX_QUERY_CHARS = 400
+MAX_OBJECTIVE_CHARS = 2000
 
 SYSTEM = (
     "You plan web research like a careful analyst. Write search-engine queries that will find authoritative, "
@@ -106,10 +111,14 @@ def plan_queries(
             break
         prompt_tokens += result.prompt_tokens
         completion_tokens += result.completion_tokens
-        planned = _distinct_queries(
-            planned
-            + [PlannedQuery(str(q["query"]).strip(), str(q["objective"]).strip()) for q in result.data["queries"]]
-        )[:count]
+        answered = [
+            PlannedQuery(
+                " ".join(storable(str(q["query"])).split())[:MAX_QUERY_CHARS],
+                storable(str(q["objective"])).strip()[:MAX_OBJECTIVE_CHARS],
+            )
+            for q in result.data["queries"]
+        ]
+        planned = _distinct_queries(planned + answered)[:count]
     planned += _derived(prompt, ancestors, planned, count - len(planned))
     return planned[:count], prompt_tokens, completion_tokens
 

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any
 
+from research.text.storable import storable_data
 from workers.clients.llm import complete_json
 
 NAME = "research_report"
@@ -102,4 +103,5 @@ def write(
     result = complete_json(
         "report_writer", [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}], NAME, SCHEMA
     )
-    return result.data, result.prompt_tokens, result.completion_tokens
+    # Model output is outside data: it may hold what PostgreSQL refuses.
+    return storable_data(result.data), result.prompt_tokens, result.completion_tokens

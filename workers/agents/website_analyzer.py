@@ -5,6 +5,7 @@ from typing import Any
 
 from django.conf import settings
 
+from research.text.storable import storable_data
 from workers.agents.common import trim_to_tokens
 from workers.clients.llm import complete_json
 
@@ -61,9 +62,10 @@ def analyze(objective: str, query: str, url: str, title: str, text: str) -> tupl
         SCHEMA,
         validation_schema={**SCHEMA, "properties": {"facts": {**SCHEMA["properties"]["facts"], "maxItems": 100}}},
     )
+    data = storable_data(result.data)  # model output is outside data: it may hold what PostgreSQL refuses
     findings = [
         Finding(str(item["fact"]).strip(), str(item["quote"]).strip())
-        for item in result.data["facts"][:MAX_FACTS]
+        for item in data["facts"][:MAX_FACTS]
         if str(item["fact"]).strip() and str(item["quote"]).strip()
     ]
     return findings, result.prompt_tokens, result.completion_tokens

@@ -16,6 +16,7 @@ from django.utils import timezone
 from research import dispatch
 from research.events import record_event
 from research.models import EventType, Extract, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from research.text.storable import storable
 from research.transactions import open_tally
 from workers.pipeline.tree_writes import tree_transaction
 
@@ -55,6 +56,7 @@ def websites_failed(
     # Locked, and their status read again under the lock: of two steps failing one website, one counts it off.
     rows = Website.objects.select_for_update().filter(pk__in=ids, status__in=from_statuses).order_by("pk")
     failed = set(rows.values_list("pk", flat=True))
+    error = storable(error)  # a message may quote what a page or a model sent
     changes: dict[str, Any] = {"failure_reason": reason[:40], "error": error[:2000], "finished_at": timezone.now()}
     if http_status is not None:
         changes["http_status"] = http_status

@@ -1,0 +1,113 @@
+"""Hostile data can fail a page, never a research: what PostgreSQL refuses is stripped where outside data comes in
+(search results, pages, model output), huge fields are capped, and odd URLs stay whole links."""
+
+import pytest
+
+from research.models import Extract, Page, PageStatus, QueryStatus, SerpQuery, Website, WebsiteStatus
+from research.text.page_text import extract_text
+from research.text.storable import MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, storable, storable_data, storable_url
+from tests.support.factories import running_research
+from workers.agents import query_generator
+from workers.clients import searxng
+from workers.pipeline.analyze import analyze_website
+from workers.pipeline.search import run_query
+
+NUL, SURROGATE = "\x00", "\ud800"
+SENTENCE = "Heat pumps kept working at minus twenty degrees in the Nordic field trial."
+
+
+def test_storable_strips_nul_and_lone_surrogates_only() -> None:
+    assert storable(f"a{NUL}b{SURROGATE}c\udfffd — “é” \U0001f600\t\n") == "abcd — “é” \U0001f600\t\n"
+    assert storable("x" * 50, 10) == "x" * 10
+    assert storable_data({"k\x00": [f"v{NUL}", 3, None, {"n": SURROGATE}]}) == {"k": ["v", 3, None, {"n": ""}]}
+
+
+def test_storable_url_refuses_urls_that_cannot_be_stored_as_they_are() -> None:
+    assert storable_url("https://x.test/a)b") and storable_url("https://x.test/x_(y) z")
+    assert not storable_url(f"https://x.test/a{NUL}b")
+    assert not storable_url(f"https://x.test/{SURROGATE}")
+    assert not storable_url("https://x.test/" + "p" * 2000)
+
+
+def test_page_text_and_title_are_storable() -> None:
+    # given pages that carry NUL and surrogates in every way a body can
+    html = f"<title>T{NUL}itle &#0; &#xD800;</title><p>Body {NUL} text &#xDFFF; &#0; here.</p>"
+    for content_type, body in (("text/html", html), ("text/plain", f"T{SURROGATE}{NUL}\n\nBody {SURROGATE}")):
+        # when their text is extracted
+        title, text = extract_text(body, content_type, "https://x.test/")
+        # then nothing unstorable is left
+        assert storable(title) == title and storable(text) == text, content_type
+        assert "Body" in text
+
+
+def test_search_results_are_storable_and_unstorable_urls_skipped(fakes, fake_searx) -> None:
+    # given a search engine answering with NUL, surrogates, huge titles and snippets, and URLs no index can hold
+    fake_searx.results_for = lambda q: [
+        {"url": "https://a.example/1", "title": f"Heat{NUL} pumps{SURROGATE}", "content": "s" * 50_000 + NUL},
+        {"url": "https://a.example/" + "p" * 3000, "title": "too long to index"},
+        {"url": f"https://a.example/nul{NUL}", "title": "a NUL in the URL"},
+        {"url": "https://a.example/a)b", "title": "T" * 50_000},
+    ]
+    # when
+    results = searxng.search("anything")
+    # then the storable ones are kept, cleaned and capped; the others are skipped, not fatal
+    assert [r.url for r in results] == ["https://a.example/1", "https://a.example/a)b"]
+    assert results[0].title == "Heat pumps" and results[0].snippet == "s" * MAX_SNIPPET_CHARS
+    assert results[1].title == "T" * MAX_TITLE_CHARS
+
+
+def test_planned_queries_are_storable_and_capped(fakes, fake_llm) -> None:
+    # given a model that answers a query with NUL, a surrogate and ten thousand words
+    huge = "word " * 10_000
+    fake_llm.handlers["serp_queries"] = lambda body, schema: {
+        "queries": [{"query": f"heat{NUL} pumps{SURROGATE} {huge}", "objective": f"o{NUL}" + huge}]
+    }
+    # when
+    planned, _, _ = query_generator.plan_queries("p", [], [], 1)
+    # then the query can be stored and searched for
+    assert planned[0].query.startswith("heat pumps word word")
+    assert len(planned[0].query) <= query_generator.MAX_QUERY_CHARS
+    assert len(planned[0].objective) <= query_generator.MAX_OBJECTIVE_CHARS and NUL not in planned[0].objective
+
+
+@pytest.mark.django_db(transaction=True)
+def test_search_with_nul_in_a_title_stores_its_websites(user, fakes, fake_searx, published) -> None:
+    # given a query whose results carry a NUL and a surrogate (this failed the search with a DataError)
+    research = running_research(user, breadth=1, depth=1)
+    query = SerpQuery.objects.create(research=research, depth=1, position=0, query="q", objective="o")
+    fake_searx.results_for = lambda q: [
+        {"url": "https://a.example/1", "title": f"A{NUL} title", "content": f"snip{SURROGATE}pet"},
+        {"url": "https://a.example/" + "p" * 3000},
+    ]
+    # when
+    run_query(query.pk)
+    # then the query goes on with the storable result
+    websites = list(Website.objects.filter(query=query).values_list("url", "title", "snippet"))
+    assert websites == [("https://a.example/1", "A title", "snippet")]
+    assert SerpQuery.objects.get(pk=query.pk).status == QueryStatus.SCRAPING
+    assert published == ["workers.tasks.scrape_website_task"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_model_output_with_nul_and_surrogates_is_stored(user, fakes, fake_llm, published) -> None:
+    # given a page ready for analysis, and a model whose facts and quotes carry NUL and lone surrogates
+    research = running_research(user, breadth=1, depth=1)
+    query = SerpQuery.objects.create(
+        research=research, depth=1, position=0, query="q", objective="o", status=QueryStatus.SCRAPING
+    )
+    SerpQuery.objects.filter(pk=query.pk).update(pending_websites=1)
+    page = Page.objects.create(research=research, url="https://x.example/", status=PageStatus.FETCHED, text=SENTENCE)
+    website = Website.objects.create(
+        research=research, query=query, page=page, position=0, url=page.url, status=WebsiteStatus.ANALYZING
+    )
+    quote = SENTENCE.replace("Nordic", f"Nor{NUL}dic{SURROGATE}")
+    fake_llm.handlers["website_analysis"] = lambda body, schema: {
+        "facts": [{"fact": f"They{NUL} work{SURROGATE} in the cold.", "quote": quote}]
+    }
+    # when
+    analyze_website(website.pk)
+    # then the fact is stored without them, and its quote still verifies against the page
+    assert list(Extract.objects.filter(website=website).values_list("fact", "quote")) == [
+        ("They work in the cold.", SENTENCE)
+    ]
+    assert Website.objects.get(pk=website.pk).status == WebsiteStatus.ANALYZED
