@@ -1,15 +1,33 @@
 """Hostile data can fail a page, never a research: what PostgreSQL refuses is stripped where outside data comes in
 (search results, pages, model output), huge fields are capped, and odd URLs stay whole links."""
 
+import re
+
 import pytest
 
-from research.models import Extract, Page, PageStatus, QueryStatus, SerpQuery, Website, WebsiteStatus
+from research.error_output import build_error_output
+from research.models import (
+    Document,
+    DocumentKind,
+    Extract,
+    Page,
+    PageStatus,
+    QueryStatus,
+    Research,
+    ResearchStatus,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
+from research.text.links import link_target
 from research.text.page_text import extract_text
 from research.text.storable import MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, storable, storable_data, storable_url
+from research.web.rendering import render_markdown
 from tests.support.factories import running_research
 from workers.agents import query_generator
 from workers.clients import searxng
 from workers.pipeline.analyze import analyze_website
+from workers.pipeline.report import write_report
 from workers.pipeline.search import run_query
 
 NUL, SURROGATE = "\x00", "\ud800"
@@ -111,3 +129,53 @@ def test_model_output_with_nul_and_surrogates_is_stored(user, fakes, fake_llm, p
         ("They work in the cold.", SENTENCE)
     ]
     assert Website.objects.get(pk=website.pk).status == WebsiteStatus.ANALYZED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stray_link_in_a_report_is_dropped_not_fatal(user, fakes, monkeypatch) -> None:
+    # given a finished tree, and a rendering that (against its own rules) lets a link to an unanalysed page through
+    # (this failed the research, after all its work: "report cites pages that were not analysed")
+    research = running_research(user, breadth=1, depth=1)
+    Research.objects.filter(pk=research.pk).update(pending_queries=0)
+    stray = "# Title\n\nA claim [[1]](https://x.test/a) and [more](https://not-analysed.test/)\n"
+    monkeypatch.setattr("workers.pipeline.report.render_report", lambda *args: (stray, {"citations": 1}))
+    # when
+    write_report(str(research.pk))
+    # then the research completes; the stray link is gone, its text kept, and counted
+    research.refresh_from_db()
+    assert research.status == ResearchStatus.COMPLETED
+    report = Document.objects.get(research=research, kind=DocumentKind.REPORT)
+    assert "not-analysed.test" not in report.markdown and "x.test" not in report.markdown
+    assert "A claim (1) and more" in report.markdown
+    assert report.stats["stray_links_dropped"] == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_error_output_links_analysed_pages_whole_and_keeps_page_text_inert(user, published) -> None:
+    # given an analysed page whose URL holds a ")" and whose title and extract carry markdown links and markup
+    research = running_research(user, breadth=1, depth=1)
+    query = SerpQuery.objects.create(
+        research=research, depth=1, position=0, query="q [x](https://evil.test/q)", objective="o", status="done"
+    )
+    url = "https://x.test/a)b"
+    page = Page.objects.create(research=research, url=url, status=PageStatus.FETCHED, text=SENTENCE)
+    website = Website.objects.create(
+        research=research, query=query, page=page, position=0, url=url, title="T]\\", status=WebsiteStatus.ANALYZED
+    )
+    Extract.objects.create(
+        research=research,
+        website=website,
+        position=0,
+        fact="See [this](https://evil.test/f) <https://evil.test/a>",
+        quote=SENTENCE,
+    )
+    failed_url = "https://y.test/[z](https://evil.test/u)"
+    Website.objects.create(
+        research=research, query=query, position=1, url=failed_url, status=WebsiteStatus.FAILED, failure_reason="x"
+    )
+    # when its error output is built and shown
+    html = render_markdown(build_error_output(research.pk, "what", "impact"))
+    # then every link leads to the analysed page, whole
+    hrefs = re.findall(r'href="([^"]*)"', html)
+    assert hrefs == [link_target(url), link_target(url)]
+    assert "evil.test" not in "".join(hrefs)
