@@ -29,6 +29,22 @@ def test_quote_matching_ignores_whitespace_and_typography_only() -> None:
     assert not page.contains("COP")  # too short to prove anything
 
 
+CHINESE = "热泵在零下二十度时仍然能够正常工作并保持高效率。"
+
+
+def test_quotes_too_short_to_mean_something_are_refused() -> None:
+    # given a page with claims, fragments of which occur on countless pages
+    page = PageText("In 2021 the Heat-pump-efficiency-programme found a COP of 2.1 at -15 °C. " + CHINESE)
+    # then fragments shorter than 20 characters or 3 words prove nothing, whole spans of a claim do
+    assert not page.contains("In 2021 the Heat")  # 16 characters
+    assert not page.contains("Heat-pump-efficiency-programme")  # 30 characters, one word
+    assert page.contains("COP of 2.1 at -15 °C")  # 20 characters, 6 words
+    assert page.contains("the Heat-pump-efficiency-programme found")
+    # a script written without spaces is held to the character minimum alone
+    assert page.contains("热泵在零下二十度时仍然能够正常工作并保持高效率")
+    assert not page.contains("热泵在零下二十度")
+
+
 def test_render_keeps_valid_citations_and_renumbers_in_order_of_use() -> None:
     report = {
         "title": "Cold-climate heat pumps",
