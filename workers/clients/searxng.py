@@ -86,8 +86,11 @@ def _results(payload: object, limit: int) -> list[SearchResult]:
     for item in payload["results"]:
         if not isinstance(item, dict) or not isinstance(item.get("url"), str):
             continue
-        url = normalise_url(item["url"])
-        parsed = urlparse(url)
+        try:
+            url = normalise_url(item["url"])
+            parsed = urlparse(url)
+        except ValueError:  # "http://[::1": one unparseable result is skipped, not the whole answer refused
+            continue
         if parsed.scheme not in ("http", "https") or not parsed.netloc or url in seen:
             continue
         seen.add(url)
