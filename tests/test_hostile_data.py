@@ -32,7 +32,7 @@ from research.text.quotes import PageText
 from research.text.storable import MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, storable, storable_data, storable_url
 from research.web.rendering import render_markdown
 from tests.support.factories import running_research
-from workers.agents import query_generator, report_writer, website_analyzer
+from workers.agents import prompt_analyzer, query_generator, report_writer, website_analyzer
 from workers.agents.query_generator import Ancestor
 from workers.agents.report_writer import SourceNote
 from workers.clients import searxng
@@ -97,6 +97,23 @@ def test_search_results_are_storable_and_unstorable_urls_skipped(fakes, fake_sea
     assert [r.url for r in results] == ["https://a.example/1", "https://a.example/a)b"]
     assert results[0].title == "Heat pumps" and results[0].snippet == "s" * MAX_SNIPPET_CHARS
     assert results[1].title == "T" * MAX_TITLE_CHARS
+
+
+def test_followup_questions_and_report_from_the_model_are_storable(fakes, fake_llm) -> None:
+    # given a model whose questions and report carry NUL and lone surrogates
+    fake_llm.handlers["followup_questions"] = lambda body, schema: {"questions": [f"Which{NUL} years{SURROGATE}?"]}
+    fake_llm.handlers["research_report"] = lambda body, schema: {
+        "title": f"T{NUL}",
+        "summary": [{"text": f"A{SURROGATE}", "sources": [1], "quotes": [{"source": 1, "quote": f"q{NUL}"}]}],
+        "sections": [],
+    }
+    # when they are asked
+    questions, _, _ = prompt_analyzer.ask_questions("p", 1)
+    report, _, _ = report_writer.write("p", [], [], [])
+    # then what they wrote can be stored
+    assert questions == ["Which years?"]
+    assert report["title"] == "T" and report["summary"][0]["text"] == "A"
+    assert report["summary"][0]["quotes"] == [{"source": 1, "quote": "q"}]
 
 
 def test_planned_queries_are_storable_and_capped(fakes, fake_llm) -> None:
