@@ -1,12 +1,15 @@
 """error-output.md: what went wrong, its impact, and every bit of progress, so a failed research loses nothing.
 
-Built from the snapshot, so it shows exactly the state and the counts a watching client sees.
+Built from the snapshot, so it shows exactly the state and the counts a watching client sees. What pages and
+models wrote is written as inert text, and links to analysed pages stay whole whatever their URL holds
+(research/text/links.py).
 """
 
 from typing import Any
 
 from research.models import WebsiteStatus
 from research.snapshot import build_snapshot
+from research.text.links import inert_text, markdown_link
 
 
 def build_error_output(research_id: Any, what: str, impact: str) -> str:
@@ -21,22 +24,24 @@ def build_error_output(research_id: Any, what: str, impact: str) -> str:
         lines.append("")
     lines += ["## Queries and their states", ""]
     for query in queries:
-        error = f" — error: {query['error']}" if query["error"] else ""
+        error = f" — error: {inert_text(query['error'])}" if query["error"] else ""
         indent = "  " * (query["depth"] - 1)
-        lines.append(f"{indent}- [{query['status']}] {query['query']} — objective: {query['objective']}{error}")
+        text, objective = inert_text(query["query"]), inert_text(query["objective"])
+        lines.append(f"{indent}- [{query['status']}] {text} — objective: {objective}{error}")
     if not queries:
         lines.append("No query was created.")
     lines += ["", "## Pages scraped, with their extracts and citations", ""]
     lines += _analysed_lines(websites)
     lines += ["## Pages that failed", ""]
     failed = [w for _, w in websites if w["status"] == WebsiteStatus.FAILED]
-    lines += [f"- {w['url']} — {w['failure_reason'] or 'failed'}: {w['error'] or 'no detail'}" for w in failed] or [
-        "No page failed."
-    ]
+    lines += [
+        f"- {inert_text(w['url'])} — {w['failure_reason'] or 'failed'}: {inert_text(w['error'] or 'no detail')}"
+        for w in failed
+    ] or ["No page failed."]
     unfinished = [w for _, w in websites if w["status"] not in (WebsiteStatus.ANALYZED, WebsiteStatus.FAILED)]
     if unfinished:
         lines += ["", "## Pages not finished when the research stopped", ""]
-        lines += [f"- {w['url']} — {w['status']}" for w in unfinished]
+        lines += [f"- {inert_text(w['url'])} — {w['status']}" for w in unfinished]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -56,8 +61,9 @@ def _analysed_lines(websites: list[tuple[dict[str, Any], dict[str, Any]]]) -> li
         if website["status"] != WebsiteStatus.ANALYZED:
             continue
         url = website["url"]
-        lines += [f"### [{website['title'] or url}]({url})", "", f"Query: {query['query']}", ""]
-        facts = [f"- {e['fact']} — “{e['quote']}” ([source]({url}))" for e in website["extracts"]]
+        lines += [f"### {markdown_link(website['title'] or url, url)}", "", f"Query: {inert_text(query['query'])}", ""]
+        source = markdown_link("source", url)
+        facts = [f"- {inert_text(e['fact'])} — “{inert_text(e['quote'])}” ({source})" for e in website["extracts"]]
         lines += facts or ["- No relevant facts."]
         lines.append("")
     return lines or ["No page was analysed.", ""]

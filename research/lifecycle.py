@@ -25,6 +25,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.text.storable import storable
 from research.transactions import research_transaction
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ def cancel_research(research_id: Any) -> bool:
 def fail_research(research_id: Any, reason: str, what: str, impact: str) -> bool:
     """End the research as failed with an error-output.md; False if it had already ended."""
     now = timezone.now()
+    what = storable(what)  # a message may quote what a page or a model sent; the failure must be recordable
     error = f"{what} {impact}"
     with research_transaction(research_id):
         if not Research.objects.filter(pk=research_id, status__in=ACTIVE_STATUSES).update(

@@ -1,5 +1,7 @@
 """Agents through the real openai client against the fake model: exact counts, fallbacks, token trimming."""
 
+import re
+
 import pytest
 
 from workers.agents import query_generator, website_analyzer
@@ -47,7 +49,7 @@ def test_query_generator_trims_the_ancestor_learnings_to_their_budget(fakes, fak
     query_generator.plan_queries("Tidal energy costs", [], chain, 2)
     # then the branch is cut to about 200 tokens, from the top
     text = fake_llm.calls("serp_queries")[-1]["messages"][-1]["content"]
-    branch = text.split("The research branch so far, from the top:\n", 1)[1].split("\n\nWrite exactly", 1)[0]
+    branch = re.search(r"^<<<BRANCH-(\w+)>>>\n(.*)\n<<<END-BRANCH-\1>>>$", text, re.MULTILINE | re.DOTALL).group(2)
     assert len(branch) <= 200 * 4 and branch.startswith("Depth 1 query: query 0")
 
 

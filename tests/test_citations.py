@@ -2,10 +2,11 @@
 
 import re
 
+from research.text.links import link_target
 from research.text.quotes import PageText
 from research.web.rendering import render_markdown
 from workers.agents.report_writer import SourceNote
-from workers.pipeline.citations import cited_urls, render_report, report_title
+from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, report_title
 
 PAGE_A = "Heat pumps keep a COP of 2.1 at -15 °C.\n\nThe  Nordic   trial ran for 3 winters."
 PAGE_B = "Ground-source systems cost 30% more to install."
@@ -26,6 +27,22 @@ def test_quote_matching_ignores_whitespace_and_typography_only() -> None:
     assert page.contains("“The Nordic trial ran\nfor 3 winters”")
     assert not page.contains("The Nordic trial ran for 4 winters.")
     assert not page.contains("COP")  # too short to prove anything
+
+
+CHINESE = "热泵在零下二十度时仍然能够正常工作并保持高效率。"
+
+
+def test_quotes_too_short_to_mean_something_are_refused() -> None:
+    # given a page with claims, fragments of which occur on countless pages
+    page = PageText("In 2021 the Heat-pump-efficiency-programme found a COP of 2.1 at -15 °C. " + CHINESE)
+    # then fragments shorter than 20 characters or 3 words prove nothing, whole spans of a claim do
+    assert not page.contains("In 2021 the Heat")  # 16 characters
+    assert not page.contains("Heat-pump-efficiency-programme")  # 30 characters, one word
+    assert page.contains("COP of 2.1 at -15 °C")  # 20 characters, 6 words
+    assert page.contains("the Heat-pump-efficiency-programme found")
+    # a script written without spaces is held to the character minimum alone
+    assert page.contains("热泵在零下二十度时仍然能够正常工作并保持高效率")
+    assert not page.contains("热泵在零下二十度")
 
 
 def test_render_keeps_valid_citations_and_renumbers_in_order_of_use() -> None:
@@ -105,12 +122,15 @@ def test_urls_with_balanced_parentheses_are_whole_links() -> None:
     # when the report is rendered
     markdown, stats = render_report(report, sources, texts)
     # then the model's own links to it are unlinked whole, the citation and the source entry keep the whole URL
-    assert f"As the article and say, it moves heat. [[1]]({wiki})" in markdown
+    # (its parentheses percent-encoded, as every link target's: research/text/links.py)
+    linked = "https://en.wikipedia.org/wiki/Heat_pump_%28HVAC%29"
+    assert f"As the article and say, it moves heat. [[1]]({linked})" in markdown
     assert "Unknown () claims." in markdown and "evil.example" not in markdown
-    assert f"1. [Heat pump (HVAC)]({wiki})" in markdown
-    assert cited_urls(markdown) == [wiki, "https://a.example/trial", wiki, "https://a.example/trial"]
+    assert f"1. [Heat pump (HVAC)]({linked})" in markdown
+    analysed = [source.url for source in sources]
+    assert cited_urls(markdown, analysed) == [wiki, "https://a.example/trial", wiki, "https://a.example/trial"]
     assert stats["citations_dropped"] == 1
-    assert f'href="{wiki}"' in render_markdown(markdown)
+    assert f'href="{linked}"' in render_markdown(markdown)
 
 
 def test_quotes_in_the_sources_list_are_shown_verbatim_without_markup() -> None:
@@ -143,3 +163,54 @@ def test_a_quote_given_twice_with_other_whitespace_is_listed_once() -> None:
     markdown, stats = render_report(report, sources, {url: PageText(page)})
     assert stats["quotes_dropped"] == 0
     assert markdown.count("“Heat pumps keep working at minus twenty degrees.”") == 1
+
+
+ODD_URLS = [
+    "https://x.test/a)b",
+    "https://x.test/x_(y)",
+    "https://x.test/a b<c>d",
+    'https://x.test/q?a="1"&b=`2`',
+    "https://x.test/back\\slash]",
+    "https://[2001:db8::1]/ipv6",
+]
+
+
+def test_urls_that_break_markdown_links_stay_whole_clickable_links() -> None:
+    # given analysed pages whose URLs hold what ends or splits a markdown link
+    sources = [SourceNote(i + 1, url, f"Title {i} ]\\", []) for i, url in enumerate(ODD_URLS)]
+    texts = {url: PageText(PAGE_A) for url in ODD_URLS}
+    report = {
+        "title": "T",
+        "summary": [
+            sentence(f"Claim {i}.", [i + 1], [(i + 1, "The Nordic trial ran for 3 winters.")]) for i in range(6)
+        ],
+        "sections": [],
+    }
+    # when the report is rendered, and shown as HTML
+    markdown, stats = render_report(report, sources, texts)
+    html = render_markdown(markdown)
+    # then each citation and each source entry is one link, traced back to its page, and clickable on the page
+    assert stats["citations"] == 6 and stats["sources_cited"] == 6
+    assert cited_urls(markdown, ODD_URLS) == ODD_URLS + ODD_URLS
+    assert "https://x.test/a%29b" in markdown and "https://x.test/a b" not in markdown
+    hrefs = [h.replace("&amp;", "&") for h in re.findall(r'href="([^"]*)"', html)]
+    assert hrefs == [link_target(url) for url in ODD_URLS + ODD_URLS]
+    assert "Title 0 )\\" in html  # a title's backslash and bracket did not break its link
+
+
+def test_link_targets_map_back_to_their_pages_only() -> None:
+    assert link_target("https://x.test/a)b") == "https://x.test/a%29b"
+    assert link_target("https://x.test/é\u00a0x") == "https://x.test/é%C2%A0x"
+    assert link_target(link_target(ODD_URLS[2])) == link_target(ODD_URLS[2])
+    # a link the document happens to hold for a page that was not analysed stays what it is: a stray
+    assert cited_urls("[a](https://x.test/a%29b) [b](https://y.test/)", ["https://x.test/a)b"]) == [
+        "https://x.test/a)b",
+        "https://y.test/",
+    ]
+
+
+def test_stray_links_are_dropped_keeping_their_text() -> None:
+    markdown = "Text [[1]](https://x.test/a%29b) and [evil](https://evil.test/x).\n\n1. [Page](https://x.test/a%29b)\n"
+    kept, dropped = drop_stray_links(markdown, ["https://x.test/a)b"])
+    assert dropped == 1
+    assert kept == "Text [[1]](https://x.test/a%29b) and evil.\n\n1. [Page](https://x.test/a%29b)\n"

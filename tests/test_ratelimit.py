@@ -1,4 +1,5 @@
-"""The limits shared through Redis, against this run's real Redis: per-host scraping politeness."""
+"""The limits shared through Redis, against this run's real Redis: per-host scraping politeness, and what giving
+up a wait means."""
 
 import threading
 import time
@@ -6,8 +7,12 @@ import uuid
 
 import pytest
 
+from research.models import Page, PageStatus, QueryStatus, SerpQuery, Website, WebsiteStatus
+from tests.support.factories import running_research
 from workers.clients.fetch import fetch_page
-from workers.clients.ratelimit import host_slot
+from workers.clients.ratelimit import host_slot, wait_for_rate
+from workers.errors import TransientError
+from workers.pipeline.scrape import scrape_website
 
 
 def test_host_slot_caps_concurrent_fetches_of_one_host(fakes, fake_web) -> None:
@@ -41,10 +46,49 @@ def test_slot_of_a_dead_holder_expires(fakes) -> None:
     dead = host_slot(host, 1, lease_seconds=1.5, max_wait=1)
     dead.__enter__()
     # when another worker asks for it, it is refused while the lease lasts...
-    with pytest.raises(TimeoutError), host_slot(host, 1, lease_seconds=10, max_wait=0.5):
+    with pytest.raises(TransientError), host_slot(host, 1, lease_seconds=10, max_wait=0.5):
         pass
     # ...and granted once the lease has run out
     started = time.monotonic()
     with host_slot(host, 1, lease_seconds=10, max_wait=5):
         waited = time.monotonic() - started
     assert 0.5 < waited < 2.0
+
+
+def test_rate_limit_wait_given_up_is_transient(fakes) -> None:
+    # given a service whose one call a second was just taken
+    service = f"busy-{uuid.uuid4().hex}"
+    wait_for_rate(service, 1)
+    # when another call may wait no more than 0.2 s
+    with pytest.raises(TransientError) as raised:
+        wait_for_rate(service, 1, max_wait=0.2)
+    # then it gives up as a transient error (the task is retried), saying when a call would fit
+    assert 0 < raised.value.retry_after <= 1.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scrape_that_finds_no_host_slot_is_retried_not_failed(user, fakes, fake_web, published, settings) -> None:
+    # given a website whose host's only slot is held by another worker for longer than a scrape may wait
+    settings.SCRAPE_PER_HOST_CONCURRENCY = 1
+    settings.LEASE_SECONDS = 1  # how long a scrape waits for a slot
+    research = running_research(user, breadth=1, depth=1)
+    query = SerpQuery.objects.create(
+        research=research, depth=1, position=0, query="q", objective="o", status=QueryStatus.SCRAPING
+    )
+    url = fake_web.page_url("busy-host")
+    website = Website.objects.create(research=research, query=query, position=0, url=url)
+    held = host_slot(fake_web.host_port, 1, lease_seconds=30, max_wait=1)
+    held.__enter__()
+    # when the scrape runs, it gives up with a transient error (what Celery retries), failing nothing
+    try:
+        with pytest.raises(TransientError):
+            scrape_website(website.pk)
+    finally:
+        held.__exit__(None, None, None)
+    assert Website.objects.get(pk=website.pk).status == WebsiteStatus.SCRAPING
+    assert Page.objects.get(research=research, url=url).claimed_at is None  # the page is free to take over
+    # and its retry, once the slot is free, fetches the page and hands the website on to analysis
+    scrape_website(website.pk)
+    assert Page.objects.get(research=research, url=url).status == PageStatus.FETCHED
+    assert Website.objects.get(pk=website.pk).status == WebsiteStatus.ANALYZING
+    assert published == ["workers.tasks.analyze_website_task"]

@@ -17,6 +17,8 @@ from bs4 import BeautifulSoup, NavigableString, Tag
 from bs4.dammit import EncodingDetector, UnicodeDammit
 from bs4.element import PreformattedString
 
+from research.text.storable import storable
+
 log = logging.getLogger(__name__)
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -103,16 +105,20 @@ def _is_text_codec(name: str) -> bool:
 
 
 def extract_text(body: str, content_type: str, url: str) -> tuple[str, str]:
-    """(title, text) for any allowed content type: HTML is extracted, markdown and plain text pass through."""
+    """(title, text) for any allowed content type: HTML is extracted, markdown and plain text pass through.
+
+    Both storable: this is where a fetched page or an indexed document comes in.
+    """
     if content_type in HTML_TYPES:
-        return extract_page(body, url)
+        title, text = extract_page(body, url)
+        return storable(title), storable(text)
     text = _clean_plain(body)
     if content_type in MARKDOWN_TYPES:
         heading = re.search(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, re.MULTILINE)
-        title = heading.group(1) if heading else _first_line(text)
+        title = heading.group(1)[:300] if heading else _first_line(text)
     else:
         title = _first_line(text)
-    return title, text
+    return storable(title), storable(text)
 
 
 def extract_page(html: str | bytes, url: str) -> tuple[str, str]:

@@ -9,10 +9,35 @@ _EQUIVALENT = str.maketrans(
     {"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "‚": "'", "–": "-", "—": "-", "\u00a0": " ", "…": "..."}
 )
 
+# A quote must be found for what it says, not by chance. Eight characters ("in 2020.", "the pump") occur on
+# countless pages and prove nothing; a bare name, figure or term ("Heat-pump-efficiency") says nothing either.
+# 20 characters and 3 words is about the shortest span that states something ("COP of 2.1 at -15 °C", "costs
+# fell 30% by 2023"), so real claims pass and fragments do not.
+MIN_QUOTE_CHARS = 20
+MIN_QUOTE_WORDS = 3
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, Japanese kana, Chinese characters):
+# spaces do not count their words, so a quote in them is held to the character minimum alone.
+_UNSPACED_SCRIPT = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+)
+
 
 def normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).translate(_EQUIVALENT)
     return _SPACE.sub(" ", text).strip()
+
+
+def _needle(quote: str) -> str:
+    return normalise(quote).strip(" \"'")
+
+
+def is_quotable(quote: str) -> bool:
+    """Whether a quote is long enough to mean something (MIN_QUOTE_CHARS and MIN_QUOTE_WORDS)."""
+    needle = _needle(quote)
+    if len(needle) < MIN_QUOTE_CHARS:
+        return False
+    words = sum(1 for token in needle.split() if any(char.isalnum() for char in token))
+    return words >= MIN_QUOTE_WORDS or bool(_UNSPACED_SCRIPT.search(needle))
 
 
 class PageText:
@@ -22,6 +47,5 @@ class PageText:
         self._text = normalise(text)
 
     def contains(self, quote: str) -> bool:
-        needle = normalise(quote).strip(" \"'")
-        # Very short "quotes" match anywhere and prove nothing.
-        return len(needle) >= 8 and needle in self._text
+        """Whether the quote is long enough to mean something and occurs in the page."""
+        return is_quotable(quote) and _needle(quote) in self._text

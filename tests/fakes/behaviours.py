@@ -21,6 +21,8 @@ _DEPTH_LINE = re.compile(r"^Depth (\d+) query: (.+)$", re.MULTILINE)
 _SOURCE_LINE = re.compile(r"^\[(\d+)\] (\S+) — ", re.MULTILINE)
 _FINDING_LINE = re.compile(r'^  - (.*) \(quote: "(.*)"\)$', re.MULTILINE)
 _SENTENCE = re.compile(r"[^.!?\n]{20,}[.!?]")
+# The analyzer's fenced page: marker lines with a token of their own, then URL and title lines, a blank line, text.
+_FENCED_PAGE = re.compile(r"^<<<PAGE-(\w+)>>>\n.*?\n\n(.*)\n<<<END-PAGE-\1>>>$", re.MULTILINE | re.DOTALL)
 
 FABRICATED_URL = "https://fabricated.example/made-up-study"
 FABRICATED_QUOTE = "This sentence appears on no page that was ever fetched."
@@ -71,8 +73,8 @@ class ResearchModel:
         return {"queries": [{"query": name, "objective": f"Find measured figures about {name}"} for name in names]}
 
     def analysis(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-        text = _user_text(body)
-        page = text.split("<<<PAGE", 1)[-1].rsplit("PAGE>>>", 1)[0]
+        fenced = _FENCED_PAGE.search(_user_text(body))
+        page = fenced.group(2) if fenced else ""
         sentences = [s.strip() for s in _SENTENCE.findall(page)]
         facts = [{"fact": f"The page reports: {s}", "quote": s} for s in sentences[: self.facts_per_page]]
         if self.fabricate:

@@ -140,7 +140,10 @@ class FakeSearx(FakeServer):
         """Fill a partial result the way SearxNG shapes its results."""
         item: dict[str, Any] = {"url": raw} if isinstance(raw, str) else dict(raw)
         url = str(item.get("url", ""))
-        split = urlsplit(url)
+        try:
+            split = urlsplit(url)
+        except ValueError:  # a hostile result's URL need not parse ("http://[::1")
+            split = urlsplit("")
         item.setdefault("title", slug_title(split.path.rstrip("/").rsplit("/", 1)[-1] or split.netloc))
         item.setdefault("content", f"A result about {item['title']}.")
         item.setdefault("engine", _ENGINES[index % len(_ENGINES)])

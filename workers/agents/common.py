@@ -1,6 +1,9 @@
-"""Helpers shared by the agents: schema relaxing and text trimming to a token budget."""
+"""Helpers shared by the agents: schema relaxing, text trimming to a token budget, fences around outside text."""
 
 import copy
+import re
+import secrets
+from dataclasses import dataclass
 from typing import Any
 
 # A rough, model-independent estimate: English text averages about four characters per token.
@@ -37,6 +40,47 @@ def trim_to_tokens(text: str, max_tokens: int) -> str:
         if index > limit * 0.8:
             return cut[: index + len(boundary)].rstrip()
     return cut
+
+
+# Three or more angle brackets: what fence markers are made of.
+_MARKER_RUN = re.compile(r"<{3,}|>{3,}")
+# Fullwidth look-alikes: a model reads them as the brackets they stand for, and quote matching (NFKC,
+# research/text/quotes.py) takes them for the originals, so a quote copied from a neutralised page still holds.
+_FULLWIDTH = str.maketrans({"<": "\uff1c", ">": "\uff1e"})
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Marker lines around outside text in a prompt, with a random token of their own.
+
+    A page (or a fact taken from one) may hold instructions meant for the model, and markers to make them look
+    like the prompt's own: a fixed marker could be closed from inside. These carry a token drawn for each call,
+    which the text cannot know, and the text's own marker-like runs are neutralised, so nothing inside can end
+    the fence or open another.
+    """
+
+    label: str
+    token: str
+
+    @classmethod
+    def new(cls, label: str) -> "Fence":
+        return cls(label, secrets.token_hex(8))
+
+    @property
+    def start(self) -> str:
+        return f"<<<{self.label}-{self.token}>>>"
+
+    @property
+    def end(self) -> str:
+        return f"<<<END-{self.label}-{self.token}>>>"
+
+    def around(self, text: str) -> str:
+        return f"{self.start}\n{neutralised(text)}\n{self.end}"
+
+
+def neutralised(text: str) -> str:
+    """Outside text that cannot open or close a fence: runs of three or more angle brackets made fullwidth."""
+    return _MARKER_RUN.sub(lambda match: match.group(0).translate(_FULLWIDTH), text)
 
 
 def distinct(items: list[str]) -> list[str]:

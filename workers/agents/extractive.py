@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from research.text.lexical import BM25, counts, is_prose, key_phrases, sentences, terms, weighted_terms
+from research.text.quotes import is_quotable
 from workers.agents.common import distinct
 from workers.agents.query_generator import Ancestor, PlannedQuery
 from workers.agents.report_writer import SourceNote
@@ -201,7 +202,8 @@ def analyze(objective: str, query: str, url: str, title: str, text: str) -> tupl
     wanted, required = _query_terms(objective, query)
     if not wanted:
         return [], 0, 0
-    candidates = distinct([s for s in sentences(text[:MAX_PAGE_CHARS]) if is_prose(s)])
+    # Only sentences that pass as quotes (research/text/quotes.py): a shorter one would be dropped anyway.
+    candidates = distinct([s for s in sentences(text[:MAX_PAGE_CHARS]) if is_prose(s) and is_quotable(s)])
     if not candidates:
         return [], 0, 0
     bags = [counts(terms(sentence)) for sentence in candidates]

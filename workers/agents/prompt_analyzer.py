@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from research.text.storable import storable_data
 from workers.agents.common import distinct, relaxed
 from workers.clients.llm import complete_json
 
@@ -73,7 +74,8 @@ def ask_questions(
         )
         prompt_tokens += result.prompt_tokens
         completion_tokens += result.completion_tokens
-        questions = distinct(questions + [str(q) for q in result.data["questions"]])[:count]
+        # Model output is outside data: it may hold what PostgreSQL refuses.
+        questions = distinct(questions + [str(q) for q in storable_data(result.data["questions"])])[:count]
     for fallback in FALLBACK_QUESTIONS:
         if len(questions) >= count:
             break

@@ -6,7 +6,7 @@ Results link to the web app's signed collection URLs, so workers fetch and analy
 from research.collection import document_url, rank_documents
 from research.models import CollectionDocument
 from research.text.lexical import BM25, counts, is_prose, sentences, terms
-from workers.clients.searxng import SearchResult
+from workers.clients.searxng import SearchResult, storable_result
 
 SNIPPET_CHARS = 300
 # The snippet is looked for in the start of the document only: it is a hint for the reader, not evidence.
@@ -17,11 +17,12 @@ def search(query: str, limit: int) -> list[SearchResult]:
     """Up to `limit` collection documents for the query, best first, each with a title and a snippet."""
     ids = rank_documents(query, limit)
     documents = CollectionDocument.objects.in_bulk(ids)
-    return [
-        SearchResult(url=document_url(pk), title=documents[pk].title, snippet=snippet(documents[pk].text, query))
+    results = [
+        storable_result(document_url(pk), documents[pk].title, snippet(documents[pk].text, query))
         for pk in ids
         if pk in documents
     ]
+    return [result for result in results if result is not None]
 
 
 def snippet(text: str, query: str) -> str:

@@ -2,7 +2,8 @@
 
 Adding workers must not add load on a provider: the limits are counted in Redis, not per process. Both are
 sliding-window / lease structures kept in sorted sets and changed atomically by Lua scripts, timed by the Redis
-server's clock so that workers on different machines agree.
+server's clock so that workers on different machines agree. Waiting too long for either is a TransientError: the
+provider or host is busy, not wrong, so the task is retried later rather than its step failed for good.
 """
 
 import threading
@@ -13,6 +14,8 @@ from contextlib import contextmanager
 
 import redis
 from django.conf import settings
+
+from workers.errors import TransientError
 
 # Admit one more call if fewer than `limit` were admitted in the last `window` ms; else say how long to wait.
 _RATE = """
@@ -68,7 +71,7 @@ def wait_for_rate(service: str, per_second: float, max_wait: float = 300.0) -> N
         if wait_ms == 0:
             return
         if time.monotonic() + wait_ms / 1000 > deadline:
-            raise TimeoutError(f"rate limit for {service} did not admit a call within {max_wait}s")
+            raise TransientError(f"rate limit for {service} did not admit a call within {max_wait}s", wait_ms / 1000)
         time.sleep(wait_ms / 1000)
 
 
@@ -84,7 +87,7 @@ def host_slot(host: str, limit: int, lease_seconds: float, max_wait: float) -> I
     deadline = time.monotonic() + max_wait
     while not int(script(keys=[key], args=[limit, int(lease_seconds * 1000), member])):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no free slot for {host} within {max_wait}s")
+            raise TransientError(f"no free slot for {host} within {max_wait}s")
         time.sleep(0.05)
     try:
         yield

@@ -14,6 +14,7 @@ from urllib.parse import urldefrag, urlparse
 import requests
 from django.conf import settings
 
+from research.text.storable import MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, storable, storable_url
 from workers.clients import ratelimit
 from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.clients.deadline import call_within, expiry, time_left
@@ -27,6 +28,18 @@ class SearchResult:
     url: str
     title: str
     snippet: str
+
+
+def storable_result(url: str, title: object, snippet: object) -> SearchResult | None:
+    """A result as it can be stored: title and snippet cleaned and capped; None for a URL that cannot be stored
+    (skipped, so one odd result never fails the query)."""
+    if not storable_url(url):
+        return None
+    return SearchResult(
+        url=url,
+        title=storable(str(title or ""), MAX_TITLE_CHARS),
+        snippet=storable(str(snippet or ""), MAX_SNIPPET_CHARS),
+    )
 
 
 def normalise_url(url: str) -> str:
@@ -104,16 +117,19 @@ def _results(payload: object, limit: int) -> list[SearchResult]:
     for item in payload["results"]:
         if not isinstance(item, dict) or not isinstance(item.get("url"), str):
             continue
-        url = normalise_url(item["url"])
-        parsed = urlparse(url)
+        try:
+            url = normalise_url(item["url"])
+            parsed = urlparse(url)
+        except ValueError:  # "http://[::1": one unparseable result is skipped, not the whole answer refused
+            continue
         if parsed.scheme not in ("http", "https") or not parsed.netloc or url in seen:
             continue
         seen.add(url)
-        results.append(
-            SearchResult(
-                url=url, title=str(item.get("title") or "")[:500], snippet=str(item.get("content") or "")[:2000]
-            )
-        )
+        result = storable_result(url, item.get("title"), item.get("content"))
+        if result is None:
+            log.info("skipped a search result whose URL cannot be stored: %.200r", url)
+            continue
+        results.append(result)
         if len(results) == limit:
             break
     return results

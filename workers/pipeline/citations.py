@@ -3,13 +3,16 @@
 A citation holds when its number is one of the research's analysed pages; a quote holds when it occurs in the
 cited page's stored text. A sentence left with no valid citation is dropped: every sentence must cite. URLs the
 model wrote into the text itself are removed, and a last pass over the markdown removes any link that is not an
-analysed page. Everything dropped is counted in the stats.
+analysed page. Everything dropped is counted in the stats. Links are written with `research/text/links.py`, so a
+URL holding `)`, spaces or `<` stays one link.
 """
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from research.text.links import inert_text, link_target, pages_by_link
 from research.text.quotes import PageText
 from workers.agents.report_writer import SourceNote
 
@@ -46,7 +49,8 @@ class _Renderer:
     quotes_used: dict[int, list[str]] = field(default_factory=dict)
 
     def clean_text(self, text: str) -> str:
-        analysed = {source.url for source in self.sources.values()}
+        urls = [source.url for source in self.sources.values()]
+        analysed = {*urls, *pages_by_link(urls)}
 
         def unlink(match: re.Match[str]) -> str:
             if match.group(2) not in analysed:
@@ -61,9 +65,11 @@ class _Renderer:
         text = _MD_LINK.sub(unlink, str(text))
         text = _BARE_URL.sub(drop_url, text)
         text = _INLINE_MARK.sub("", text)
-        # The renderer adds the only links; brackets left in the text could form new ones. Angle brackets become
-        # entities: the reader sees "< 5 ms" as written, and no markdown renderer takes them for HTML.
-        text = text.replace("[", "(").replace("]", ")").replace("<", "&lt;").replace(">", "&gt;")
+        # The renderer adds the only links; brackets left in the text could form new ones, and a backslash could
+        # escape the bracket that closes a link's text. Angle brackets become entities: the reader sees "< 5 ms"
+        # as written, and no markdown renderer takes them for HTML.
+        text = text.replace("\\", "\\\\").replace("[", "(").replace("]", ")")
+        text = text.replace("<", "&lt;").replace(">", "&gt;")
         return " ".join(text.split())
 
     def sentence(self, item: dict[str, Any]) -> str | None:
@@ -95,7 +101,7 @@ class _Renderer:
         marks = []
         for number in cited:
             report_number = self.numbers.setdefault(number, len(self.numbers) + 1)
-            marks.append(f"[[{report_number}]]({self.sources[number].url})")
+            marks.append(f"[[{report_number}]]({link_target(self.sources[number].url)})")
             self.stats.citations += 1
         return f"{text} {''.join(marks)}"
 
@@ -139,21 +145,16 @@ def render_report(
     by_report_number = sorted(renderer.numbers.items(), key=lambda item: item[1])
     for number, report_number in by_report_number:
         source = renderer.sources[number]
-        title_text = renderer.clean_text(source.title) or source.url
-        entry = f"{report_number}. [{title_text}]({source.url})"
+        title_text = renderer.clean_text(source.title) or inert_text(source.url)
+        entry = f"{report_number}. [{title_text}]({link_target(source.url)})"
         quoted = renderer.quotes_used.get(number)
         if quoted:
-            entry += " — quoted: " + "; ".join(f"“{_verbatim(q)}”" for q in quoted[:5])
+            # A page's words as written: they form no link and no tag.
+            entry += " — quoted: " + "; ".join(f"“{inert_text(q)}”" for q in quoted[:5])
         lines.append(entry)
     renderer.stats.sources_cited = len(by_report_number)
     markdown = "\n".join(lines).rstrip() + "\n"
     return markdown, renderer.stats.as_dict()
-
-
-def _verbatim(quote: str) -> str:
-    """A page's words in markdown as written: brackets escaped so they form no link, angle brackets as entities."""
-    quote = quote.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
-    return quote.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _spaced(paragraphs: list[str]) -> list[str]:
@@ -164,11 +165,30 @@ def _spaced(paragraphs: list[str]) -> list[str]:
 
 
 def report_title(markdown: str) -> str:
-    """The report's title as plain text: its first line, with the angle brackets clean_text escaped put back."""
+    """The report's title as plain text: its first line, with what clean_text escaped put back."""
     title = markdown.splitlines()[0].removeprefix("# ").strip() if markdown else ""
-    return title.replace("&lt;", "<").replace("&gt;", ">")
+    return title.replace("&lt;", "<").replace("&gt;", ">").replace("\\\\", "\\")
 
 
-def cited_urls(markdown: str) -> list[str]:
-    """Every link target in a markdown document, in order."""
-    return [match.group(2) for match in _MD_LINK.finditer(markdown)]
+def cited_urls(markdown: str, analysed: Iterable[str] = ()) -> list[str]:
+    """Every link target in a markdown document, in order; a link written for one of the `analysed` URLs as that
+    URL (links are percent-encoded, research/text/links.py), any other as it is written."""
+    pages = pages_by_link(analysed)
+    return [pages.get(match.group(2), match.group(2)) for match in _MD_LINK.finditer(markdown)]
+
+
+def drop_stray_links(markdown: str, analysed: Iterable[str]) -> tuple[str, int]:
+    """The markdown without links to pages that were not analysed (their text stays, as plain text), and how many
+    were dropped. The renderer writes no such link; this keeps the guarantee should one slip through."""
+    pages = set(analysed)
+    links = pages_by_link(pages)
+    dropped = 0
+
+    def unlink(match: re.Match[str]) -> str:
+        nonlocal dropped
+        if links.get(match.group(2), match.group(2)) in pages:
+            return match.group(0)
+        dropped += 1
+        return match.group(1).replace("[", "(").replace("]", ")")
+
+    return _MD_LINK.sub(unlink, markdown), dropped

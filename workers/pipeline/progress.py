@@ -17,6 +17,7 @@ from research import dispatch
 from research.events import record_event
 from research.models import EventType, Extract, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from research.planning import descendants
+from research.text.storable import storable
 from research.transactions import open_tally
 from workers.pipeline.locks import QUEUED
 from workers.pipeline.tree_writes import tree_transaction
@@ -57,6 +58,7 @@ def websites_failed(
     # Locked, and their status read again under the lock: of two steps failing one website, one counts it off.
     rows = Website.objects.select_for_update().filter(pk__in=ids, status__in=from_statuses).order_by("pk")
     failed = set(rows.values_list("pk", flat=True))
+    error = storable(error)  # a message may quote what a page or a model sent
     changes: dict[str, Any] = {"failure_reason": reason[:40], "error": error[:2000], "finished_at": timezone.now()}
     if http_status is not None:
         changes["http_status"] = http_status
@@ -123,6 +125,7 @@ def query_finished(query_id: int, status: str, from_statuses: list[str], error: 
 
 def query_failed(query_id: int, error: str, from_statuses: list[str]) -> bool:
     """A branch failure: the query ends `failed` with its reason and plans no children; the research goes on."""
+    error = storable(error)  # a search engine's message may carry anything
     query = SerpQuery.objects.filter(pk=query_id).only("research_id", "query").first()
     if query is None or not query_finished(query_id, QueryStatus.FAILED, from_statuses, error):
         return False

@@ -16,6 +16,7 @@ from research.events import record_event
 from research.models import EventType, Page, PageStatus, Website, WebsiteStatus
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.ratelimit import host_slot
+from workers.errors import TransientError
 from workers.pipeline import progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
@@ -38,7 +39,12 @@ def scrape_website(website_id: int) -> None:
         return
     # The page's lease, renewed while this fetch runs, stands for every website waiting on it.
     with holding(Page, page.pk), holding(Website, website.pk):
-        fetched, error = _fetch(website.url)
+        try:
+            fetched, error = _fetch(website.url)
+        except TransientError:
+            # No slot for the host in time: the page is given up, so the retry (or a website waiting on it) takes it.
+            Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING).update(claimed_at=None)
+            raise
         _store_page(website.research_id, page, fetched, error)
 
 
