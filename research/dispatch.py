@@ -11,7 +11,9 @@ from typing import Any
 
 from celery import Task
 from django.db import transaction
+from django.db.models import Q
 
+from research.models import QueryStatus, SerpQuery, Website, WebsiteStatus
 from researchsite.celery import app
 
 START = "workers.tasks.start_research_task"
@@ -21,10 +23,24 @@ SCRAPE = "workers.tasks.scrape_website_task"
 ANALYZE = "workers.tasks.analyze_website_task"
 REPORT = "workers.tasks.write_report_task"
 
+# `claimed_by` of a row handed on to its step's task (by the step before it, or by the sweeper); with the empty
+# value of a row never claimed, these mark a step waiting in the queue: no worker holds it yet.
+QUEUED = "queued"
+SWEEPER = "sweeper"
+WAITING = ("", QUEUED, SWEEPER)
 
-def queue(task_name: str, *args: Any) -> None:
+# Fair shares of one fleet: a research's steps get a priority (lower runs first) from how many of its steps
+# already wait in the queue. A research with a long backlog yields to one with a short one, so a small research
+# started while a large one runs is not stuck behind the large one's backlog, and the large one still gets every
+# slot nobody else needs. (backlog below, priority); past the last, LOWEST_PRIORITY.
+PRIORITY_BY_BACKLOG = ((8, 0), (32, 3), (128, 6))
+LOWEST_PRIORITY = 9
+
+
+def queue(task_name: str, *args: Any, priority: int | None = None) -> None:
     """Publish the step now."""
-    _task(task_name).apply_async(args)
+    options = {} if priority is None else {"priority": priority}
+    _task(task_name).apply_async(args, **options)
 
 
 def queue_on_commit(task_name: str, *args: Any) -> None:
@@ -32,11 +48,35 @@ def queue_on_commit(task_name: str, *args: Any) -> None:
     transaction.on_commit(lambda: queue(task_name, *args), robust=True)
 
 
-def queue_each_on_commit(task_name: str, ids: Iterable[Any]) -> None:
-    """One step per id, published once the current transaction commits."""
+def queue_each_on_commit(task_name: str, ids: Iterable[Any], research_id: Any) -> None:
+    """One step per id of the research's tree, published once the current transaction commits, at the priority
+    the research's backlog gives."""
     ids = list(ids)
     if ids:
-        transaction.on_commit(lambda: [queue(task_name, row_id) for row_id in ids], robust=True)
+        transaction.on_commit(lambda: _publish_each(task_name, ids, research_id), robust=True)
+
+
+def _publish_each(task_name: str, ids: list[Any], research_id: Any) -> None:
+    priority = step_priority(waiting_steps(research_id))
+    for row_id in ids:
+        queue(task_name, row_id, priority=priority)
+
+
+def waiting_steps(research_id: Any) -> int:
+    """The research's searches, scrapes and analyses handed on and not yet taken up by a worker."""
+    waiting = Q(claimed_by__in=WAITING)
+    searches = SerpQuery.objects.filter(waiting, research_id=research_id, status=QueryStatus.PENDING).count()
+    websites = Website.objects.filter(
+        waiting, research_id=research_id, status__in=[WebsiteStatus.PENDING, WebsiteStatus.ANALYZING]
+    ).count()
+    return searches + websites
+
+
+def step_priority(backlog: int) -> int:
+    for below, priority in PRIORITY_BY_BACKLOG:
+        if backlog < below:
+            return priority
+    return LOWEST_PRIORITY
 
 
 def _task(name: str) -> Task:

@@ -25,6 +25,8 @@ from django.utils import timezone
 
 from devtools.processes import ARTIFACTS, ROOT, free_port, stop_group, wait_until
 from devtools.servers import WorkerPool, celery_app_for, process_env
+from research.dispatch import waiting_steps
+from research.lifecycle import cancel_research
 from research.models import (
     Document,
     Event,
@@ -191,6 +193,35 @@ def test_a_queue_longer_than_the_lease_fails_no_healthy_research(
             assert_complete_and_exact(research_id, breadth, 2)
         assert max(run_time(first), run_time(second)) > 2 * 2  # the backlog outlasted the leases
     finally:
+        stack.beat.stop()
+        stack.pool.stop()
+        stack.redis.stop()
+
+
+@pytest.mark.timeout(600)
+def test_a_small_research_is_not_stuck_behind_a_large_one(
+    internet, transactional_db, research_model, user, other_user, fake_llm
+) -> None:
+    # given one worker of 4 slots, and the time a 1x1 takes on it alone
+    stack = make_stack(internet, workers=1, concurrency=4)
+    large = None
+    try:
+        fake_llm.delays["website_analysis"] = 0.3
+        solo = stack.start(other_user, 1, 1)
+        wait_finished(solo, timeout=120)
+        # when another user's 1x1 starts while a 6x3 has a long backlog of steps
+        large = stack.start(user, 6, 3)
+        wait_until(lambda: waiting_steps(large) >= 150, timeout=120, message="a backlog of 150 steps")
+        small = stack.start(other_user, 1, 1)
+        wait_finished(small, timeout=300)
+        # then the 1x1 finishes within 3 times its solo time + 10 s, while the 6x3 is still running
+        print(f"1x1 alone {run_time(solo):.1f} s, beside a 6x3 {run_time(small):.1f} s")
+        assert Research.objects.get(pk=small).status == ResearchStatus.COMPLETED
+        assert Research.objects.get(pk=large).status == ResearchStatus.RUNNING
+        assert run_time(small) <= 3 * run_time(solo) + 10, (run_time(small), run_time(solo))
+    finally:
+        if large is not None:
+            cancel_research(large)
         stack.beat.stop()
         stack.pool.stop()
         stack.redis.stop()

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from research.dispatch import SWEEPER
 from research.models import (
     Extract,
     Page,
@@ -19,7 +20,6 @@ from tests.support.factories import running_research
 from workers.agents.query_generator import PlannedQuery
 from workers.agents.website_analyzer import Finding
 from workers.pipeline.analyze import analyze_website
-from workers.pipeline.locks import SWEEPER
 from workers.pipeline.plan import plan_queries
 from workers.pipeline.search import run_query
 

@@ -9,11 +9,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from research import dispatch
+from research.dispatch import QUEUED
 from research.events import record_event
 from research.lifecycle import fail_research
 from research.models import EventType, Research, ResearchStatus
 from research.planning import total_queries
-from workers.pipeline.locks import QUEUED
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-# `claimed_by` of a row handed on to the next step's task (by the step before it, or by the sweeper).
-QUEUED = "queued"
-SWEEPER = "sweeper"
-# A row whose `claimed_by` is one of these waits in the queue: no worker holds it, so its time there is no attempt.
-WAITING = ("", QUEUED, SWEEPER)
+from research.dispatch import WAITING
 
 
 def claim_owner(task_id: str | None) -> str:

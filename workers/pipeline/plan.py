@@ -100,7 +100,7 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
                     "objective": query.objective,
                 },
             )
-        dispatch.queue_each_on_commit(dispatch.SEARCH, [query.pk for query in created])
+        dispatch.queue_each_on_commit(dispatch.SEARCH, [query.pk for query in created], research.pk)
 
 
 def planning_failed(research_id: str, parent_id: int | None, error: BaseException) -> None:

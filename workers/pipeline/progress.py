@@ -14,12 +14,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from research import dispatch
+from research.dispatch import QUEUED
 from research.events import record_event
 from research.models import EventType, Extract, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from research.planning import descendants
 from research.text.storable import storable
 from research.transactions import open_tally
-from workers.pipeline.locks import QUEUED
 from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)

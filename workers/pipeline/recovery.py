@@ -22,6 +22,7 @@ from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from research import dispatch
+from research.dispatch import SWEEPER, WAITING
 from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, stop_unfinished
 from research.models import (
     Document,
@@ -36,7 +37,6 @@ from research.models import (
 )
 from workers.errors import ResearchStopped
 from workers.pipeline import analyze, lifecycle, plan, report, scrape, search
-from workers.pipeline.locks import SWEEPER, WAITING
 
 log = logging.getLogger(__name__)
 

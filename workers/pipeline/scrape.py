@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from research import dispatch
 from research.collection import renewed_link
+from research.dispatch import QUEUED
 from research.events import record_event
 from research.models import EventType, Page, PageStatus, Website, WebsiteStatus
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
@@ -20,7 +21,7 @@ from workers.errors import TransientError
 from workers.pipeline import progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
-from workers.pipeline.locks import QUEUED, worker_name
+from workers.pipeline.locks import worker_name
 from workers.pipeline.progress import FailedWebsite
 from workers.pipeline.tree_writes import tree_transaction
 
@@ -166,7 +167,7 @@ def _to_analysis(research_id: Any, page: Page, websites: list[Waiting]) -> None:
         http_status=page.http_status,
         content_type=page.content_type,
     )
-    dispatch.queue_each_on_commit(dispatch.ANALYZE, ids)
+    dispatch.queue_each_on_commit(dispatch.ANALYZE, ids, research_id)
 
 
 def _fail(research_id: Any, page: Page, websites: list[Waiting]) -> None:

@@ -75,7 +75,7 @@ def _store_results(query: SerpQuery, results: list[SearchResult]) -> None:
         )
         if not websites:
             progress.query_failed(query_id, "the search found nothing", from_statuses=[QueryStatus.SCRAPING])
-        dispatch.queue_each_on_commit(dispatch.SCRAPE, [website.pk for website in websites])
+        dispatch.queue_each_on_commit(dispatch.SCRAPE, [website.pk for website in websites], query.research_id)
     if not results and query.depth == 1:
         stop_if_every_top_level_search_failed(query.research_id)
 

@@ -24,10 +24,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from research import dispatch, events, push
+from research.dispatch import QUEUED
 from research.models import Event, Research, ResearchStatus
 from research.transactions import Tally, tallying
 from workers.errors import ResearchStopped
-from workers.pipeline.locks import QUEUED
 
 # A tree may change while its research runs; the report step changes no tree rows.
 WRITABLE = {ResearchStatus.RUNNING, ResearchStatus.REPORTING}
