@@ -292,3 +292,23 @@ def test_heartbeat_renews_only_the_leases_held(running) -> None:
     assert timezone.now() - held.claimed_at < timedelta(seconds=5)
     assert timezone.now() - idle.claimed_at > timedelta(seconds=45)
     assert heartbeat.held() == [] and heartbeat.beat() == 0
+
+
+def test_backlog_counts_only_steps_waiting_in_the_queue_and_sets_the_priority(running) -> None:
+    from research.dispatch import step_priority, waiting_steps
+
+    # given a pending search, a website waiting to be scraped, one handed on to analysis, and one a worker holds
+    query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
+    rows = [("", WebsiteStatus.PENDING), ("queued", WebsiteStatus.ANALYZING), ("host:1:t", WebsiteStatus.ANALYZING)]
+    for i, (claimed_by, status) in enumerate(rows):
+        Website.objects.create(
+            research=running,
+            query=query,
+            position=i,
+            url=f"https://x{i}.example/",
+            status=status,
+            claimed_by=claimed_by,
+        )
+    # then the backlog is the three waiting steps, and a short backlog goes first, a long one last
+    assert waiting_steps(running.pk) == 3
+    assert [step_priority(n) for n in (0, 7, 8, 31, 32, 127, 128, 10_000)] == [0, 0, 3, 3, 6, 6, 9, 9]
