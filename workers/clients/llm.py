@@ -84,7 +84,9 @@ def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[
         else:
             sent = messages
             response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-        _wait_for_rate(expires_at)
+        ratelimit.wait_for_rate_until(
+            f"llm:{urlparse(settings.OPENAI_BASE_URL).netloc}", settings.LLM_RATE_LIMIT, expires_at, "LLM call"
+        )
         # Each attempt gets LLM_TIMEOUT, or what is left of the deadline; the openai package's timeout is per read.
         seconds = min(settings.LLM_TIMEOUT, time_left(expires_at, "LLM call"))
         try:
@@ -125,15 +127,6 @@ def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[
         log.warning("LLM call failed (%s); retry %s in %.1fs", type(error).__name__, attempt + 1, delay)
         time.sleep(delay)
         attempt += 1
-
-
-def _wait_for_rate(expires_at: float) -> None:
-    """Wait for the shared rate limiter to admit this call, no longer than the call's deadline allows."""
-    max_wait = time_left(expires_at, "LLM call")
-    try:
-        ratelimit.wait_for_rate(f"llm:{urlparse(settings.OPENAI_BASE_URL).netloc}", settings.LLM_RATE_LIMIT, max_wait)
-    except TimeoutError as exc:
-        raise DeadlineExceeded(f"LLM call not admitted by the rate limiter within {max_wait:.1f}s") from exc
 
 
 def complete_json(

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import redis
 from django.conf import settings
 
+from workers.clients.deadline import time_left
 from workers.errors import TransientError
 
 # Admit one more call if fewer than `limit` were admitted in the last `window` ms; else say how long to wait.
@@ -73,6 +74,12 @@ def wait_for_rate(service: str, per_second: float, max_wait: float = 300.0) -> N
         if time.monotonic() + wait_ms / 1000 > deadline:
             raise TransientError(f"rate limit for {service} did not admit a call within {max_wait}s", wait_ms / 1000)
         time.sleep(wait_ms / 1000)
+
+
+def wait_for_rate_until(service: str, per_second: float, expires_at: float, what: str) -> None:
+    """Wait for the limiter to admit a call, no longer than the call's deadline (a `time.monotonic()` value)
+    allows; either way out is a TransientError, so the task retries."""
+    wait_for_rate(service, per_second, time_left(expires_at, what))
 
 
 @contextmanager

@@ -57,7 +57,9 @@ def search(query: str, limit: int | None = None, deadline: float | None = None) 
     expires_at = expiry(settings.SEARCH_DEADLINE, deadline)
     attempt = 0
     while True:
-        _wait_for_rate(expires_at)
+        ratelimit.wait_for_rate_until(
+            f"search:{urlparse(settings.SEARXNG_URL).netloc}", settings.SEARCH_RATE_LIMIT, expires_at, "search"
+        )
         seconds = min(settings.SEARCH_TIMEOUT, time_left(expires_at, "search"))
         try:
             get = functools.partial(
@@ -98,15 +100,6 @@ def search(query: str, limit: int | None = None, deadline: float | None = None) 
         log.warning("search failed (%s); retry %s in %.1fs", error, attempt + 1, delay)
         time.sleep(delay)
         attempt += 1
-
-
-def _wait_for_rate(expires_at: float) -> None:
-    """Wait for the shared rate limiter to admit this search, no longer than the search's deadline allows."""
-    max_wait = time_left(expires_at, "search")
-    try:
-        ratelimit.wait_for_rate(f"search:{urlparse(settings.SEARXNG_URL).netloc}", settings.SEARCH_RATE_LIMIT, max_wait)
-    except TimeoutError as exc:
-        raise DeadlineExceeded(f"search not admitted by the rate limiter within {max_wait:.1f}s") from exc
 
 
 def _results(payload: object, limit: int) -> list[SearchResult]:
