@@ -126,6 +126,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # A message not acked within this window is redelivered; it must exceed the longest task (the report).
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
+    # A Redis that accepts connections and never answers must not hold a step at its publish forever.
+    "socket_timeout": 30,
+    "socket_connect_timeout": 10,
 }
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_folder = Path(env_str("CELERY_BROKER_FOLDER") or BASE_DIR / "var" / "broker")
@@ -158,7 +161,8 @@ CELERY_TASK_ALWAYS_EAGER = False
 # Control steps (start, planning, report, sweep) have a queue of their own, so they never wait behind thousands of
 # scrapes and analyses. A worker consumes every queue listed here and takes from each in turn.
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_QUEUES = (Queue("celery"), Queue("control"))
+# Each queue with its own routing key: with the default key both would be bound to it, and get every message.
+CELERY_TASK_QUEUES = (Queue("celery", routing_key="celery"), Queue("control", routing_key="control"))
 CELERY_TASK_ROUTES = {
     f"workers.tasks.{name}": {"queue": "control"}
     for name in ("start_research_task", "plan_queries_task", "write_report_task", "sweep_task")

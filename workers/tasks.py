@@ -11,11 +11,14 @@ from typing import Any
 import kombu.exceptions
 import redis.exceptions
 from celery import Task, shared_task
+from celery.signals import task_postrun, task_received
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db.models import Model
 
+from research.models import Research, SerpQuery, Website
 from workers.errors import ResearchStopped, TransientError
-from workers.pipeline import analyze, lifecycle, plan, recovery, report, scrape, search
+from workers.pipeline import analyze, heartbeat, lifecycle, plan, recovery, report, scrape, search
 
 log = logging.getLogger(__name__)
 
@@ -111,3 +114,41 @@ FAILURE_HANDLERS = {
     analyze_website_task.name: analyze.analysis_failed,
     write_report_task.name: report.report_failed,
 }
+
+
+# The row each step works on, from its task's arguments: a worker that receives the message reserves it.
+STEP_ROWS = {
+    start_research_task.name: lambda research_id: (Research, research_id),
+    plan_queries_task.name: lambda research_id, parent_id: (
+        (SerpQuery, parent_id) if parent_id is not None else (Research, research_id)
+    ),
+    run_query_task.name: lambda query_id: (SerpQuery, query_id),
+    scrape_website_task.name: lambda website_id: (Website, website_id),
+    analyze_website_task.name: lambda website_id: (Website, website_id),
+    write_report_task.name: lambda research_id: (Research, research_id),
+}
+_reserved: dict[str, tuple[type[Model], Any]] = {}
+
+
+@task_received.connect
+def reserve_step(request: Any = None, **kwargs: Any) -> None:
+    """A message this worker took from the queue, started or not, holds its row's lease (heartbeat.reserve)."""
+    row_of = STEP_ROWS.get(request.name)
+    if row_of is None:
+        return
+    try:
+        model, pk = row_of(*request.args)
+        if heartbeat.reserve(model, pk, request.id):
+            _reserved[request.id] = (model, pk)
+    except DatabaseError:
+        connection.close()  # the next message reconnects; the row stays waiting, for the sweeper
+        log.warning("could not reserve the row of %s", request.name, exc_info=True)
+    except (TypeError, ValueError):
+        log.warning("message of %s with unexpected arguments %r", request.name, request.args)
+
+
+@task_postrun.connect
+def release_step(task_id: str | None = None, **kwargs: Any) -> None:
+    reserved = _reserved.pop(task_id or "", None)
+    if reserved is not None:
+        heartbeat.release(*reserved)

@@ -7,6 +7,8 @@ within LEASE_SECONDS, and the sweeper runs those steps again elsewhere.
 """
 
 import logging
+import os
+import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -17,6 +19,8 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.db.models import Model
 from django.utils import timezone
+
+from research.dispatch import WAITING
 
 log = logging.getLogger(__name__)
 
@@ -32,19 +36,26 @@ class Heartbeat:
     @contextmanager
     def holding(self, model: type[Model], pk: Any) -> Iterator[None]:
         """Keep the row's lease fresh for as long as the block runs."""
-        key = (model, pk)
-        with self._lock:
-            self._held[key] += 1
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
-                self._thread.start()
+        self.hold(model, pk)
         try:
             yield
         finally:
-            with self._lock:
-                self._held[key] -= 1
-                if self._held[key] <= 0:
-                    del self._held[key]
+            self.release(model, pk)
+
+    def hold(self, model: type[Model], pk: Any) -> None:
+        """Start renewing the row's lease, until as many `release` calls as `hold` calls."""
+        with self._lock:
+            self._held[(model, pk)] += 1
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
+                self._thread.start()
+
+    def release(self, model: type[Model], pk: Any) -> None:
+        with self._lock:
+            key = (model, pk)
+            self._held[key] -= 1
+            if self._held[key] <= 0:
+                del self._held[key]
 
     def held(self) -> list[tuple[type[Model], Any]]:
         with self._lock:
@@ -73,5 +84,19 @@ class Heartbeat:
                 log.warning("lease heartbeat failed", exc_info=True)
 
 
+def reserve(model: type[Model], pk: Any, task_id: str) -> bool:
+    """A worker received the step's message: the row, if it is waiting, becomes this task's, and its lease is renewed
+    until `release`. A worker that dies holding messages it had not started yet is then noticed like one that dies
+    mid-step, within a lease, instead of after QUEUE_GRACE_SECONDS. The step's own claim accepts the row as its
+    own: `claimed_by` starts with the task id."""
+    owner = f"{task_id} reserved by {socket.gethostname()}:{os.getpid()}"[:200]
+    if not model.objects.filter(pk=pk, claimed_by__in=WAITING).update(claimed_by=owner, claimed_at=timezone.now()):
+        return False
+    _heartbeat.hold(model, pk)
+    return True
+
+
 _heartbeat = Heartbeat()
 holding = _heartbeat.holding
+hold = _heartbeat.hold
+release = _heartbeat.release
