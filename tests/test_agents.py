@@ -84,8 +84,9 @@ def test_query_generator_keeps_the_nearest_learnings_when_trimming(fakes, fake_l
     query_generator.plan_queries("Tidal energy costs", [], chain, 2)
     # then the parent's learnings are in the prompt, the top-level query's are cut first, and it fits the budget
     text = fake_llm.calls("serp_queries")[-1]["messages"][-1]["content"]
-    branch = text.split("The research branch so far, from the top:\n", 1)[1].split("\n\nWrite exactly", 1)[0]
-    assert len(branch) <= 300 * 4
+    branch = text.split("The research branch so far, from the top", 1)[1].split(":\n", 1)[1]
+    branch = branch.split("\n\nWrite exactly", 1)[0]
+    assert len(branch) <= 300 * 4 + 200  # the budget, and the fence around it
     assert "Depth 3 learning 0 is a fact" in branch
     assert "Depth 1 learning 0 is a fact" not in branch
     assert all(f"Depth {d} query: query {d}" in branch for d in range(1, 4))

@@ -236,7 +236,17 @@ def test_stray_link_in_a_report_is_dropped_not_fatal(user, fakes, monkeypatch) -
     # (this failed the research, after all its work: "report cites pages that were not analysed")
     research = running_research(user, breadth=1, depth=1)
     Research.objects.filter(pk=research.pk).update(pending_queries=0)
-    stray = "# Title\n\nA claim [[1]](https://x.test/a) and [more](https://not-analysed.test/)\n"
+    query = SerpQuery.objects.create(research=research, depth=1, position=0, query="q", objective="o", status="done")
+    analysed = "https://analysed.test/page"
+    page = Page.objects.create(research=research, url=analysed, status=PageStatus.FETCHED, text=SENTENCE)
+    website = Website.objects.create(
+        research=research, query=query, position=0, url=analysed, page=page, status=WebsiteStatus.ANALYZED
+    )
+    Extract.objects.create(research=research, website=website, position=0, fact="A fact.", quote=SENTENCE)
+    stray = (
+        "# Title\n\nA claim [[1]](https://x.test/a) and [more](https://not-analysed.test/), "
+        f"and a cited one [[2]]({analysed}).\n"
+    )
     monkeypatch.setattr("workers.pipeline.report.render_report", lambda *args: (stray, {"citations": 1}))
     # when
     write_report(str(research.pk))

@@ -11,9 +11,9 @@ from typing import Any
 import kombu.exceptions
 import redis.exceptions
 from celery import Task, shared_task
-from celery.signals import task_postrun, task_received
+from celery.signals import task_postrun, task_prerun, task_received
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 from django.db.models import Model
 
 from research.models import Research, SerpQuery, Website
@@ -145,6 +145,13 @@ def reserve_step(request: Any = None, **kwargs: Any) -> None:
         log.warning("could not reserve the row of %s", request.name, exc_info=True)
     except (TypeError, ValueError):
         log.warning("message of %s with unexpected arguments %r", request.name, request.args)
+
+
+@task_prerun.connect
+def replace_broken_connection(**kwargs: Any) -> None:
+    """Celery keeps a thread's connection across tasks (CELERY_DB_REUSE_MAX) and would hand one that broke (a
+    database restart) to every later task of the thread: one that saw an error is replaced before the next task."""
+    close_old_connections()
 
 
 @task_postrun.connect

@@ -90,11 +90,12 @@ def _write(research_id: str) -> None:
     markdown, stats = render_report(report, sources, page_texts)
     if research.engine == EXTRACTIVE:
         markdown = _offline_note(markdown)
-    if not cited_urls(markdown):
+    # The renderer admits no link to a page that was not analysed; should one slip through, it goes, not the report.
+    analysed = [source.url for source in sources]
+    markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, analysed)
+    if not cited_urls(markdown, analysed):
         # A report that cites nothing is not a research result (the model ignored its sources): fail the step.
         raise RuntimeError("the report cites none of the analysed pages")
-    # The renderer admits no link to a page that was not analysed; should one slip through, it goes, not the report.
-    markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, [source.url for source in sources])
     stats["sources_available"] = len(sources)
 
     with research_transaction(research_id):
