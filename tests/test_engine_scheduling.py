@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from research.models import Document, Event, Research, ResearchStatus, SerpQuery, Website
 from research.planning import total_queries
-from tests.support.e2e import start_research, wait_finished
+from tests.support.e2e import settle, start_research, wait_finished
 from workers import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +39,8 @@ def deadlocks() -> int:
         return cursor.fetchone()[0]
 
 
-def test_duplicate_deliveries_change_nothing(api, workers, research_model) -> None:
+@pytest.mark.timeout(600)
+def test_duplicate_deliveries_change_nothing(api, workers, research_model, redis_conn) -> None:
     # given a running research whose every task we deliver again, over and over, while it runs
     deadlocks_before = deadlocks()
     research_id = start_research(api, 3, 2)
@@ -55,7 +56,7 @@ def test_duplicate_deliveries_change_nothing(api, workers, research_model) -> No
             tasks.analyze_website_task.delay(website_id)
         time.sleep(0.3)
     research = wait_finished(research_id)
-    time.sleep(2)  # let the last duplicates drain
+    settle(redis_conn, timeout=300)  # let the duplicates drain before the tables are flushed
     # then
     assert research.status == ResearchStatus.COMPLETED, research.error
     # and its many concurrent transactions never waited on each other in a cycle (tree_writes.py lock order)

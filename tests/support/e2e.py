@@ -64,7 +64,8 @@ def wait_finished(research_id: str, timeout: float = 120) -> Research:
 
 def queued_messages(conn: redis.Redis) -> int:
     """Messages waiting in the Celery queues of this run's Redis db."""
-    return sum(conn.llen(key) for key in conn.scan_iter("celery*") if conn.type(key) == b"list")
+    keys = [*conn.scan_iter("celery*"), *conn.scan_iter("control*")]
+    return sum(conn.llen(key) for key in keys if conn.type(key) == b"list")
 
 
 def settle(conn: redis.Redis, timeout: float = 30) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
@@ -49,14 +50,20 @@ class Sweep:
     lease_cutoff: datetime  # a worker's lease renewed before this has lapsed: the worker is dead
     queue_cutoff: datetime  # a step waiting in the queue since before this may have lost its message
     done: Counter
+    broker_idle: bool = False
 
     def due(self) -> Q:
         """Rows whose step must run again: held by a worker that stopped renewing its lease, or waiting in the
-        queue for longer than QUEUE_GRACE_SECONDS (its message may have been lost)."""
+        queue for longer than QUEUE_GRACE_SECONDS (its message may have been lost), or for longer than a lease while
+        the broker holds no message at all (then it was lost: a worker killed between its commit and its publish)."""
         waiting = Q(claimed_by__in=WAITING)
         queued_since = Q(claimed_at__lt=self.queue_cutoff) | Q(
             claimed_at__isnull=True, created_at__lt=self.queue_cutoff
         )
+        if self.broker_idle:
+            queued_since |= Q(claimed_at__lt=self.lease_cutoff) | Q(
+                claimed_at__isnull=True, created_at__lt=self.lease_cutoff
+            )
         return (~waiting & Q(claimed_at__lt=self.lease_cutoff)) | (waiting & queued_since)
 
     def retry_or_fail(
@@ -97,6 +104,7 @@ def sweep() -> dict[str, int]:
         now - timedelta(seconds=settings.LEASE_SECONDS),
         now - timedelta(seconds=settings.QUEUE_GRACE_SECONDS),
         Counter(),
+        broker_idle(),
     )
     for step in (
         _stop_ended,
@@ -113,6 +121,22 @@ def sweep() -> dict[str, int]:
     if state.done:
         log.warning("sweep re-queued or failed: %s", dict(state.done))
     return dict(state.done)
+
+
+def broker_idle() -> bool:
+    """Whether no message waits in the broker's queues (Redis only; another broker counts as busy)."""
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return False
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=5)
+        for queue in ("celery", "control"):  # with their priority lists, named after them
+            for key in client.scan_iter(match=f"{queue}*"):
+                if client.type(key) == b"list" and client.llen(key):
+                    return False
+        return True
+    except redis.RedisError:
+        return False
 
 
 def _stop_ended(state: Sweep) -> None:
