@@ -49,8 +49,21 @@ class Research(models.Model):
     pending_queries = models.IntegerField(default=0)
     # Quotes the website analyzer gave that were not in the page text, so were not stored.
     quotes_dropped = models.PositiveIntegerField(default=0)
+    # Totals of the model calls recorded in LlmCall, kept by research/usage.py as each call ends.
     prompt_tokens = models.BigIntegerField(default=0)
     completion_tokens = models.BigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    # Calls of a model with no known price: while any, the research's cost is unknown (null in the snapshot).
+    unpriced_calls = models.PositiveIntegerField(default=0)
+    # What the research may spend; null = no limit (defaults and maxima are settings).
+    budget_seconds = models.PositiveIntegerField(null=True, blank=True)
+    budget_tokens = models.BigIntegerField(null=True, blank=True)
+    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    # A research stopped early by a budget still completes, from what was analysed: partial, and why.
+    partial = models.BooleanField(default=False)
+    stop_reason = models.CharField(max_length=40, blank=True)
+    # The report version being written: a retried branch of a finished research writes the next one.
+    report_version = models.PositiveIntegerField(default=1)
     # Lease of the research-level step in progress (start, top-level planning, report) and its claims so far:
     # the sweeper re-queues a step whose lease ran out (docs/reliability.md).
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -116,6 +129,8 @@ class SerpQuery(models.Model):
     # Websites of this query not yet analysed or failed; the update that brings it to 0 finishes the query.
     pending_websites = models.IntegerField(default=0)
     children_planned = models.BooleanField(default=False)
+    # Times the user retried this query; each retry plans its children anew, after the earlier ones.
+    retries = models.PositiveSmallIntegerField(default=0)
     # Lease: when and by which worker the current step was claimed; `attempts` counts the sweeper's re-queues.
     attempts = models.PositiveSmallIntegerField(default=0)
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -243,10 +258,12 @@ class DocumentKind(models.TextChoices):
 
 
 class Document(models.Model):
-    """The final report or the error output of a research: at most one of each, enforced by the database."""
+    """A report or the error output of a research: one of each per version, enforced by the database."""
 
     research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="documents")
     kind = models.CharField(max_length=20, choices=DocumentKind.choices)
+    # Report versions count from 1 (Research.report_version); an error output is always version 1.
+    version = models.PositiveIntegerField(default=1)
     markdown = models.TextField()
     stats = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -254,7 +271,7 @@ class Document(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=DocumentKind.values), name="document_kind_valid"),
-            models.UniqueConstraint(fields=["research", "kind"], name="document_kind_unique"),
+            models.UniqueConstraint(fields=["research", "kind", "version"], name="document_version_unique"),
         ]
 
     def __str__(self) -> str:
@@ -276,6 +293,9 @@ class EventType(models.TextChoices):
     REPORT_WRITING_SUCCESSFUL = "report_writing_successful"
     RESEARCH_FAILED = "research_failed"
     RESEARCH_CANCELLED = "research_cancelled"
+    BUDGET_REACHED = "budget_reached"
+    QUERY_CANCELLED = "query_cancelled"
+    QUERY_RETRIED = "query_retried"
 
 
 class Event(models.Model):
@@ -294,6 +314,42 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.type}"
+
+
+class CallOutcome(models.TextChoices):
+    OK = "ok"
+    INVALID_OUTPUT = "invalid_output"  # answered, but not with JSON valid against the schema: asked again
+    ERROR = "error"  # refused, rate-limited or failed (HTTP error, connection error)
+    TIMEOUT = "timeout"
+
+
+class LlmCall(models.Model):
+    """One request to a language model, whatever came of it: what a research and its owner spent."""
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="llm_calls")
+    # The research's owner, kept here so that a user's spending over a day is one indexed sum.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_calls")
+    agent = models.CharField(max_length=40)
+    model = models.CharField(max_length=200)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    # Null when the model's price is unknown.
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    # 1 for the first request of one agent call, then counting its retries and re-asks.
+    attempt = models.PositiveSmallIntegerField(default=1)
+    outcome = models.CharField(max_length=20, choices=CallOutcome.choices)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["research", "id"]
+        verbose_name = "LLM call"
+        indexes = [models.Index(fields=["user", "created_at"], name="llmcall_user_created")]
+        constraints = [
+            models.CheckConstraint(condition=Q(outcome__in=CallOutcome.values), name="llmcall_outcome_valid")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} {self.model} {self.outcome}"
 
 
 class CollectionDocument(models.Model):

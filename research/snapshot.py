@@ -1,7 +1,7 @@
 """The whole current state of a research, as the API returns it and every push carries it.
 
 It runs a fixed number of SQL queries whatever the size of the tree (one per table), and never loads page text.
-The shape is published in research/schemas/snapshot.v1.json; bump SNAPSHOT_VERSION when it changes.
+The shape is published in research/schemas/snapshot.v<N>.json; bump SNAPSHOT_VERSION when it changes.
 """
 
 from collections import defaultdict
@@ -23,8 +23,9 @@ from research.models import (
     WebsiteStatus,
 )
 from research.planning import descendants, total_queries
+from research.usage import research_cost
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -65,16 +66,24 @@ def build_snapshot(research_id: Any) -> dict[str, Any]:
         .values("website_id", "fact", "quote")
     ):
         extracts[row["website_id"]].append({"fact": row["fact"], "quote": row["quote"]})
-    documents = {
-        doc["kind"]: doc
-        for doc in Document.objects.filter(research_id=research.pk).values("kind", "markdown", "stats", "created_at")
-    }
+    documents: dict[str, dict[str, Any]] = {}
+    report_versions = []
+    # In version order, so the latest of each kind is the one kept.
+    for doc in (
+        Document.objects.filter(research_id=research.pk)
+        .order_by("version")
+        .values("kind", "version", "markdown", "stats", "created_at")
+    ):
+        documents[doc["kind"]] = doc
+        if doc["kind"] == DocumentKind.REPORT:
+            report_versions.append({"version": doc["version"], "created_at": _iso(doc["created_at"])})
     return {
         "version": SNAPSHOT_VERSION,
         "research": _research(research),
         "questions": questions,
         "queries": _queries(query_rows, website_rows, extracts),
         "report": _document(documents.get(DocumentKind.REPORT)),
+        "report_versions": report_versions,
         "error_output": _document(documents.get(DocumentKind.ERROR_OUTPUT)),
         "progress": _progress(research, query_rows, website_rows, extracts),
     }
@@ -87,6 +96,7 @@ QUERY_FIELDS = (
     "position",
     "query",
     "objective",
+    "retries",
     "status",
     "error",
     "created_at",
@@ -121,7 +131,19 @@ def _research(research: Research) -> dict[str, Any]:
         "last_event_seq": research.last_event_seq,
         "updated_at": _iso(research.updated_at),
         "started_at": _iso(research.started_at),
-        "usage": {"prompt_tokens": research.prompt_tokens, "completion_tokens": research.completion_tokens},
+        "budget": {
+            "seconds": research.budget_seconds,
+            "tokens": research.budget_tokens,
+            "usd": float(research.budget_usd) if research.budget_usd is not None else None,
+        },
+        "partial": research.partial,
+        "stop_reason": research.stop_reason,
+        "report_version": research.report_version,
+        "usage": {
+            "prompt_tokens": research.prompt_tokens,
+            "completion_tokens": research.completion_tokens,
+            "cost_usd": research_cost(research),
+        },
     }
 
 
@@ -167,6 +189,7 @@ def _progress(
         "queries_created": len(query_rows),
         "queries_done": sum(1 for row in query_rows if row["status"] == QueryStatus.DONE),
         "queries_failed": sum(1 for row in query_rows if row["status"] == QueryStatus.FAILED),
+        "queries_cancelled": sum(1 for row in query_rows if row["status"] == QueryStatus.CANCELLED),
         "websites_found": len(website_rows),
         "websites_analysed": website_statuses.count(WebsiteStatus.ANALYZED),
         "websites_failed": website_statuses.count(WebsiteStatus.FAILED),
@@ -177,7 +200,12 @@ def _progress(
 def _document(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     if doc is None:
         return None
-    return {"markdown": doc["markdown"], "stats": doc["stats"] or {}, "created_at": _iso(doc["created_at"])}
+    return {
+        "version": doc["version"],
+        "markdown": doc["markdown"],
+        "stats": doc["stats"] or {},
+        "created_at": _iso(doc["created_at"]),
+    }
 
 
 def event_payload(event: Event) -> dict[str, Any]:

@@ -41,15 +41,11 @@ class Tally:
 
     research_id: str
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     quotes_dropped: int = 0
     queries_finished: int = 0  # planned queries counted off: finished ones, and the subtrees of failed ones
 
     def is_empty(self) -> bool:
-        return not (
-            self.events or self.prompt_tokens or self.completion_tokens or self.quotes_dropped or self.queries_finished
-        )
+        return not (self.events or self.quotes_dropped or self.queries_finished)
 
 
 # The tallies this thread has open, innermost last.

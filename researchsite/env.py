@@ -4,6 +4,7 @@ A bad value stops start-up with ImproperlyConfigured naming the variable, instea
 obscure failure deep inside a worker.
 """
 
+import json
 import os
 from urllib.parse import urlparse
 
@@ -90,3 +91,20 @@ def env_host_ports(name: str) -> frozenset[str]:
         prefix = f"/{path.strip('/')}/".replace("//", "/") if slash else ""
         pairs.add(f"{host.strip('[]').lower()}:{int(port)}{prefix}")
     return frozenset(pairs)
+
+
+def env_prices(name: str) -> dict[str, tuple[float, float]]:
+    """Model prices as JSON: {"model": {"input": dollars per million, "output": dollars per million}, ...}."""
+    raw = env_str(name)
+    if not raw:
+        return {}
+    try:
+        table = json.loads(raw)
+        prices = {str(model): (float(price["input"]), float(price["output"])) for model, price in dict(table).items()}
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ImproperlyConfigured(
+            f'{name} must be JSON like {{"model": {{"input": 0.15, "output": 0.6}}}}: {exc}'
+        ) from None
+    if any(price < 0 or price != price for pair in prices.values() for price in pair):
+        raise ImproperlyConfigured(f"{name} prices must be non-negative numbers")
+    return prices

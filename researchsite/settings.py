@@ -7,7 +7,17 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
-from researchsite.env import env_bool, env_choice, env_float, env_host_ports, env_int, env_list, env_str, env_url
+from researchsite.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_host_ports,
+    env_int,
+    env_list,
+    env_prices,
+    env_str,
+    env_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -235,6 +245,18 @@ LLM_MODEL = env_str("LLM_MODEL") or "gpt-4o-mini"
 LLM_AGENT_MODELS = {
     agent: env_str(f"LLM_MODEL_{agent.upper()}") or LLM_MODEL
     for agent in ("prompt_analyzer", "query_generator", "website_analyzer", "report_writer")
+}
+# Dollars per million prompt (input) and completion (output) tokens. LLM_PRICES (JSON) adds models or replaces
+# these; a model missing here has an unknown cost, and a research using it cannot take a dollar budget.
+LLM_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "o3-mini": (1.10, 4.40),
+    "o4-mini": (1.10, 4.40),
+    **env_prices("LLM_PRICES"),
 }
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 120.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 5, minimum=0, maximum=20)

@@ -1,140 +1,81 @@
-"""Token usage is counted with the result it paid for: two deliveries of one step that both reach the model
-store one result and count its tokens once."""
+"""Every model request is recorded and priced, whatever came of it: failed, retried and re-asked ones too."""
 
-from types import SimpleNamespace
+import json
+from decimal import Decimal
 
 import pytest
+from django.db.models import Sum
 
-from research.dispatch import SWEEPER
-from research.models import (
-    Extract,
-    Page,
-    PageStatus,
-    QueryStatus,
-    Research,
-    SerpQuery,
-    Website,
-    WebsiteStatus,
-)
-from tests.support.factories import running_research
-from workers.agents.query_generator import PlannedQuery
-from workers.agents.website_analyzer import Finding
-from workers.pipeline.analyze import analyze_website
-from workers.pipeline.plan import plan_queries
-from workers.pipeline.search import run_query
+from research.models import CallOutcome, LlmCall, Research
+from research.usage import cost_of
+from tests.fakes import FakeLLM
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-SENTENCE = "Heat pumps kept working at minus twenty degrees in the Nordic field trial."
+pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def running(user) -> Research:
-    return running_research(user, breadth=2, depth=1)
+def post_questions(api, n: int = 2):
+    body = {"prompt": "How do heat pumps perform in cold climates?", "num_questions": n}
+    return api.post("/api/research/questions", data=json.dumps(body), content_type="application/json")
 
 
-def usage(research: Research) -> tuple[int, int]:
-    research.refresh_from_db()
-    return research.prompt_tokens, research.completion_tokens
+def test_failed_and_retried_requests_are_recorded_and_counted(api, fakes, fake_llm: FakeLLM, settings) -> None:
+    # given a model that fails twice with a 503, then answers once with invalid JSON, then answers well
+    settings.LLM_PRICES = {**settings.LLM_PRICES, settings.LLM_MODEL: (0.15, 0.60)}
+    fake_llm.fail_next(2, status=503, retry_after=0.01)
+    fake_llm.invalid_json_next(1)
+    # when the follow-up questions are asked for
+    response = post_questions(api)
+    # then the request succeeded, and all four requests were recorded in order, each with its outcome
+    assert response.status_code == 201, response.content
+    research = Research.objects.get(pk=response.json()["research_id"])
+    calls = list(LlmCall.objects.filter(research=research).order_by("id"))
+    assert [(call.attempt, call.outcome) for call in calls] == [
+        (1, CallOutcome.ERROR),
+        (2, CallOutcome.ERROR),
+        (3, CallOutcome.INVALID_OUTPUT),
+        (4, CallOutcome.OK),
+    ]
+    assert {call.agent for call in calls} == {"prompt_analyzer"}
+    assert all(call.user_id == research.owner_id for call in calls)
+    # the failed requests cost nothing; the invalid answer was paid for, and counts
+    assert calls[0].prompt_tokens == calls[1].prompt_tokens == 0
+    assert calls[2].prompt_tokens > 0 and calls[3].prompt_tokens > 0
+    totals = LlmCall.objects.filter(research=research).aggregate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"))
+    assert (research.prompt_tokens, research.completion_tokens) == (totals["p"], totals["c"])
 
 
-def ready_website(research: Research) -> Website:
-    query = SerpQuery.objects.create(
-        research=research,
-        depth=1,
-        position=0,
-        query="q",
-        objective="o",
-        status=QueryStatus.SCRAPING,
-        pending_websites=1,
-    )
-    page = Page.objects.create(research=research, url="https://x.example/", status=PageStatus.FETCHED, text=SENTENCE)
-    SerpQuery.objects.filter(pk=query.pk).update(pending_websites=1)
-    return Website.objects.create(
-        research=research, query=query, page=page, position=0, url=page.url, status=WebsiteStatus.ANALYZING
-    )
-
-
-def test_analysis_run_again_after_its_lease_ran_out_counts_its_tokens_once(running, monkeypatch) -> None:
-    # given a website ready for analysis, and a model call (10 + 5 tokens) so slow that its lease runs out and the
-    # sweeper hands the website to a second delivery, which runs to the end meanwhile
-    website = ready_website(running)
-    calls: list[str] = []
-
-    def analyze(objective: str, query: str, url: str, title: str, text: str) -> tuple[list[Finding], int, int]:
-        calls.append(url)
-        if len(calls) == 1:
-            Website.objects.filter(pk=website.pk).update(claimed_by=SWEEPER)
-            analyze_website(website.pk)
-        return [Finding(fact="They work in the cold.", quote=SENTENCE)], 10, 5
-
-    monkeypatch.setattr("workers.pipeline.analyze.engine_for", lambda name: SimpleNamespace(analyze=analyze))
-    # when
-    analyze_website(website.pk)
-    # then both paid for a model call, one result was stored, and its tokens were counted once
+def test_cost_is_the_price_table_applied_to_each_recorded_request(api, fakes, fake_llm: FakeLLM, settings) -> None:
+    # given a known price: $0.15 per million prompt tokens, $0.60 per million completion tokens
+    settings.LLM_PRICES = {settings.LLM_MODEL: (0.15, 0.60)}
+    fake_llm.invalid_json_next(1)
+    response = post_questions(api)
+    assert response.status_code == 201, response.content
+    research = Research.objects.get(pk=response.json()["research_id"])
+    calls = list(LlmCall.objects.filter(research=research))
     assert len(calls) == 2
-    assert Extract.objects.filter(website=website).count() == 1
-    assert usage(running) == (10, 5)
+    # then every call's cost is exact, and the research's cost is their sum
+    for call in calls:
+        expected = (Decimal("0.15") * call.prompt_tokens + Decimal("0.60") * call.completion_tokens) / 1_000_000
+        assert call.cost_usd == expected.quantize(Decimal("0.000001"))
+    assert research.cost_usd == sum(call.cost_usd for call in calls)
+    snapshot = api.get(f"/api/research/{research.pk}").json()
+    assert snapshot["research"]["usage"]["cost_usd"] == float(research.cost_usd)
 
 
-def test_second_delivery_during_an_analysis_does_nothing(running, monkeypatch) -> None:
-    # given an analysis under way, and the same task delivered again (another worker) during its model call
-    website = ready_website(running)
-    calls: list[str] = []
-
-    def analyze(objective: str, query: str, url: str, title: str, text: str) -> tuple[list[Finding], int, int]:
-        calls.append(url)
-        if len(calls) == 1:
-            analyze_website(website.pk, task_id="another-delivery")
-        return [Finding(fact="They work in the cold.", quote=SENTENCE)], 10, 5
-
-    monkeypatch.setattr("workers.pipeline.analyze.engine_for", lambda name: SimpleNamespace(analyze=analyze))
-    # when
-    analyze_website(website.pk, task_id="first-delivery")
-    # then the second one made no model call; a retry of the first (same task id) may take it up again
-    assert len(calls) == 1
-    assert Extract.objects.filter(website=website).count() == 1
-    assert usage(running) == (10, 5)
+def test_a_model_without_a_price_has_an_unknown_cost(api, fakes, fake_llm: FakeLLM, settings) -> None:
+    settings.LLM_PRICES = {}
+    response = post_questions(api)
+    assert response.status_code == 201, response.content
+    research = Research.objects.get(pk=response.json()["research_id"])
+    assert LlmCall.objects.get(research=research).cost_usd is None
+    assert research.unpriced_calls == 1
+    snapshot = api.get(f"/api/research/{research.pk}").json()
+    assert snapshot["research"]["usage"]["cost_usd"] is None
+    assert snapshot["research"]["usage"]["prompt_tokens"] > 0
 
 
-def test_second_delivery_during_a_search_does_nothing(running, published, monkeypatch) -> None:
-    # given a search under way, and the same task delivered again during the search engine's answer
-    query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
-    searches: list[str] = []
-
-    def search(text: str) -> list[SimpleNamespace]:
-        searches.append(text)
-        if len(searches) == 1:
-            run_query(query.pk, task_id="another-delivery")
-            run_query(query.pk, task_id=None)
-        return [SimpleNamespace(url="https://x.example/", title="X", snippet="")]
-
-    monkeypatch.setattr("workers.pipeline.search.search_client.search", search)
-    # when
-    run_query(query.pk, task_id="first-delivery")
-    # then one search, one website, one scrape queued
-    assert searches == ["q"]
-    assert Website.objects.filter(query=query).count() == 1
-    assert published == ["workers.tasks.scrape_website_task"]
-
-
-def test_duplicate_planning_counts_its_tokens_once(running, published, monkeypatch) -> None:
-    # given a research awaiting its top-level queries, and a second delivery of the planning during the model call
-    calls: list[int] = []
-
-    def plan(
-        prompt: str, answers: list[tuple[str, str]], ancestors: list[object], count: int
-    ) -> tuple[list[PlannedQuery], int, int]:
-        calls.append(count)
-        if len(calls) == 1:
-            plan_queries(str(running.pk), None)
-        return [PlannedQuery(query=f"q{i}", objective="o") for i in range(count)], 10, 5
-
-    monkeypatch.setattr("workers.pipeline.plan.engine_for", lambda name: SimpleNamespace(plan_queries=plan))
-    # when
-    plan_queries(str(running.pk), None)
-    # then the second delivery found the planning's lease held and made no model call at all
-    assert calls == [2]
-    assert SerpQuery.objects.filter(research=running).count() == 2
-    assert usage(running) == (10, 5)
-    assert published == ["workers.tasks.run_query_task"] * 2
+def test_cost_of_rounds_to_the_micro_dollar(settings) -> None:
+    settings.LLM_PRICES = {"m": (2.5, 10.0)}
+    assert cost_of("m", 1_000_000, 0) == Decimal("2.5")
+    assert cost_of("m", 1, 1) == Decimal("0.000012")  # 0.0000125, rounded half to even
+    assert cost_of("unknown", 1, 1) is None

@@ -7,12 +7,18 @@ re-asked a bounded number of times. One call, all of that included, ends by its 
 the caller's if sooner): each attempt runs in a thread the call stops waiting for when its time is up
 (workers/clients/deadline.py), because the HTTP timeouts are per socket read and a server that trickles bytes,
 or a resolver that never answers, would outlast them.
+
+Every request is recorded against the research the caller charges it to (`charged_to`), whatever came of it:
+retried, failed and re-asked requests cost money too.
 """
 
 import functools
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -21,6 +27,8 @@ import jsonschema
 import openai
 from django.conf import settings
 
+from research.models import CallOutcome
+from research.usage import record_call
 from workers.clients import ratelimit
 from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.clients.deadline import call_within, expiry, time_left
@@ -31,6 +39,33 @@ log = logging.getLogger(__name__)
 # Base URLs whose server answered 400 to a json_schema response format.
 _json_object_only: set[str] = set()
 _clients: dict[tuple[str, str, float], openai.OpenAI] = {}
+# The research whose budget the model calls made in this context are charged to.
+_charged_research: ContextVar[Any] = ContextVar("charged_research", default=None)
+
+
+@contextmanager
+def charged_to(research_id: Any) -> Iterator[None]:
+    """Record every model request made inside the block against the research."""
+    token = _charged_research.set(research_id)
+    try:
+        yield
+    finally:
+        _charged_research.reset(token)
+
+
+@dataclass
+class _Requests:
+    """The requests of one agent call, numbered across retries and re-asks, each recorded as it ends."""
+
+    agent: str
+    model: str
+    made: int = 0
+
+    def record(self, outcome: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        self.made += 1
+        research_id = _charged_research.get()
+        if research_id is not None:  # calls outside a research (a client test, a benchmark) are not charged
+            record_call(research_id, self.agent, self.model, prompt_tokens, completion_tokens, self.made, outcome)
 
 
 class InvalidOutputError(PermanentError):
@@ -72,8 +107,14 @@ def _schema_prompt(name: str, schema: dict[str, Any]) -> str:
     )
 
 
-def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[str, Any], expires_at: float) -> Any:
-    """One chat-completions call with transient-error retries, all ended by `expires_at`; the openai response."""
+def _create(
+    requests: _Requests, messages: list[dict[str, str]], name: str, schema: dict[str, Any], expires_at: float
+) -> Any:
+    """One chat-completions call with transient-error retries, all ended by `expires_at`; the openai response.
+
+    Requests that fail are recorded here; the caller records the one that answered, once it has judged it.
+    """
+    model = requests.model
     client = _client()
     attempt = 0
     while True:
@@ -99,6 +140,7 @@ def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[
             )
             return call_within(create, seconds, "LLM call")
         except openai.BadRequestError as exc:
+            requests.record(CallOutcome.ERROR)
             # Servers without structured outputs answer 400; any other cause fails again in json_object mode.
             if not json_object:
                 log.info("LLM server rejected json_schema output; using json_object for %s", settings.OPENAI_BASE_URL)
@@ -106,14 +148,20 @@ def _create(model: str, messages: list[dict[str, str]], name: str, schema: dict[
                 continue
             raise PermanentError(f"LLM request rejected: {exc.message}") from exc
         except (openai.RateLimitError, openai.InternalServerError) as exc:
+            requests.record(CallOutcome.ERROR)
             error: Exception = exc
             retry_after = _retry_after(exc)
         except openai.APIStatusError as exc:
+            requests.record(CallOutcome.ERROR)
             if exc.status_code in (408, 409) or exc.status_code >= 500:
                 error, retry_after = exc, _retry_after(exc)
             else:
                 raise PermanentError(f"LLM request failed with HTTP {exc.status_code}: {exc.message}") from exc
         except (openai.APITimeoutError, openai.APIConnectionError, DeadlineExceeded) as exc:
+            connection_error = isinstance(exc, openai.APIConnectionError) and not isinstance(
+                exc, openai.APITimeoutError
+            )
+            requests.record(CallOutcome.ERROR if connection_error else CallOutcome.TIMEOUT)
             error, retry_after = exc, None
         delay = backoff_delay(attempt, retry_after)
         if time.monotonic() + delay >= expires_at:
@@ -145,24 +193,27 @@ def complete_json(
     expires_at = expiry(settings.LLM_CALL_DEADLINE, deadline)
     model = settings.LLM_AGENT_MODELS.get(agent, settings.LLM_MODEL)
     validator = jsonschema.Draft202012Validator(validation_schema or schema)
+    requests = _Requests(agent, model)
     prompt_tokens = completion_tokens = calls = 0
     conversation = list(messages)
     problem = ""
     for _ in range(settings.LLM_INVALID_OUTPUT_RETRIES + 1):
-        response = _create(model, conversation, name, schema, expires_at)
+        response = _create(requests, conversation, name, schema, expires_at)
         calls += 1
-        if response.usage is not None:
-            prompt_tokens += response.usage.prompt_tokens or 0
-            completion_tokens += response.usage.completion_tokens or 0
+        used = (response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0) if response.usage else (0, 0)
+        prompt_tokens += used[0]
+        completion_tokens += used[1]
         content = (response.choices[0].message.content or "") if response.choices else ""
         try:
             data = json.loads(_strip_fences(content))
             errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
             if not errors:
+                requests.record(CallOutcome.OK, *used)
                 return LLMResult(data, prompt_tokens, completion_tokens, calls)
             problem = f"the JSON did not match the schema: {errors[0].message[:300]}"
         except json.JSONDecodeError as exc:
             problem = f"the answer was not valid JSON ({exc.msg})"
+        requests.record(CallOutcome.INVALID_OUTPUT, *used)
         log.warning("agent %s gave invalid output (%s); asking again", agent, problem)
         conversation = [
             *messages,

@@ -8,12 +8,12 @@ from research.events import record_event
 from research.models import EventType, Extract, Website, WebsiteStatus
 from research.text.quotes import PageText
 from workers.agents.engines import engine_for
+from workers.clients.llm import charged_to
 from workers.pipeline import progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
 from workers.pipeline.tree_writes import tree_transaction
-from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,8 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
         record_event(website.research_id, EventType.ANALYZING, {"website_id": website_id, "url": website.url})
     text = website.page.text
     research_engine = engine_for(research.engine)
-    with holding(Website, website_id):
-        findings, prompt_tokens, completion_tokens = research_engine.analyze(
+    with holding(Website, website_id), charged_to(website.research_id):
+        findings, _, _ = research_engine.analyze(
             website.query.objective, website.query.query, website.url, website.title, text
         )
     page_text = PageText(text)
@@ -51,8 +51,6 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
             status=WebsiteStatus.ANALYZED, finished_at=timezone.now()
         ):
             return  # a duplicate delivery got here first
-        # Counted with the result it paid for, so a duplicate delivery's tokens are not counted twice.
-        add_usage(website.research_id, prompt_tokens, completion_tokens)
         Extract.objects.bulk_create(
             Extract(
                 research_id=website.research_id,

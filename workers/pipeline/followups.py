@@ -9,7 +9,7 @@ from research.events import record_event
 from research.models import EventType, FollowUpQuestion, Research, ResearchStatus
 from research.transactions import research_transaction
 from workers.agents.engines import engine_for
-from workers.pipeline.usage import add_usage
+from workers.clients.llm import charged_to
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +23,10 @@ def generate_followups(research_id: Any, deadline: float | None = None) -> list[
     research = Research.objects.get(pk=research_id)
     record_event(research.pk, EventType.GENERATING_FOLLOWUPS, {"num_questions": research.num_questions})
     try:
-        questions, prompt_tokens, completion_tokens = engine_for(research.engine).ask_questions(
-            research.prompt, research.num_questions, deadline=deadline
-        )
+        with charged_to(research.pk):
+            questions, _, _ = engine_for(research.engine).ask_questions(
+                research.prompt, research.num_questions, deadline=deadline
+            )
     except Exception as exc:
         log.warning("follow-up questions for research %s failed: %s", research.pk, exc)
         Research.objects.filter(pk=research.pk).update(
@@ -33,7 +34,6 @@ def generate_followups(research_id: Any, deadline: float | None = None) -> list[
         )
         record_event(research.pk, EventType.RESEARCH_FAILED, {"reason": "followups_failed", "error": str(exc)[:500]})
         raise
-    add_usage(research.pk, prompt_tokens, completion_tokens)
     with research_transaction(research.pk):
         FollowUpQuestion.objects.bulk_create(
             FollowUpQuestion(research_id=research.pk, position=index, question=question)

@@ -12,10 +12,10 @@ from research.planning import children_per_query
 from research.transactions import research_transaction
 from workers.agents.engines import engine_for
 from workers.agents.query_generator import Ancestor
+from workers.clients.llm import charged_to
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
-from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,8 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
     answers = list(
         FollowUpQuestion.objects.filter(research_id=research.pk).order_by("position").values_list("question", "answer")
     )
-    planned, prompt_tokens, completion_tokens = engine_for(research.engine).plan_queries(
-        research.prompt, answers, _ancestors(parent), count
-    )
+    with charged_to(research.pk):
+        planned, _, _ = engine_for(research.engine).plan_queries(research.prompt, answers, _ancestors(parent), count)
     parent_id = parent.pk if parent is not None else None
 
     with research_transaction(research.pk):
@@ -75,8 +74,6 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
         else:
             # The sweeper's re-queues of the planning are over; the report's count from zero.
             Research.objects.filter(pk=research.pk).update(attempts=0)
-        # Counted with the queries it paid for, so a duplicate delivery's tokens are not counted twice.
-        add_usage(research.pk, prompt_tokens, completion_tokens)
         created = SerpQuery.objects.bulk_create(
             SerpQuery(
                 research_id=research.pk,

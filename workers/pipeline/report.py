@@ -28,10 +28,10 @@ from workers.agents import report_writer
 from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
+from workers.clients.llm import charged_to
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, report_title
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.locks import claim_owner, worker_name
-from workers.pipeline.usage import add_usage
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,8 @@ def _write(research_id: str) -> None:
         )
         return
 
-    report, prompt_tokens, completion_tokens = engine_for(research.engine).write(
-        research.prompt, answers, objectives, sources
-    )
+    with charged_to(research_id):
+        report, _, _ = engine_for(research.engine).write(research.prompt, answers, objectives, sources)
     markdown, stats = render_report(report, sources, page_texts)
     if research.engine == EXTRACTIVE:
         markdown = _offline_note(markdown)
@@ -113,8 +112,6 @@ def _write(research_id: str) -> None:
             markdown = Document.objects.get(research_id=research_id, kind=DocumentKind.REPORT).markdown
             _complete(research_id, report_title(markdown) or research.title)
             return
-        # Counted with the report it paid for, so a duplicate writer's tokens are not counted twice.
-        add_usage(research_id, prompt_tokens, completion_tokens)
         _complete(research_id, report_title(markdown)[:200] or research.title)
         record_event(research_id, EventType.REPORT_WRITING_SUCCESSFUL, stats)
 

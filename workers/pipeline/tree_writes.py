@@ -49,7 +49,6 @@ def _apply(tally: Tally) -> None:
     finished = tally.queries_finished
     update = (
         f"UPDATE {Research._meta.db_table} SET last_event_seq = last_event_seq + %s, "
-        "prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s, "
         "quotes_dropped = quotes_dropped + %s, pending_queries = pending_queries - %s, "
         # The report is handed on when the last query is counted off (the sweeper re-queues a lost one).
         "claimed_at = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_at END, "
@@ -57,7 +56,7 @@ def _apply(tally: Tally) -> None:
         "WHERE id = %s RETURNING last_event_seq, pending_queries, status"
     )
     research_id = Research._meta.pk.get_db_prep_value(tally.research_id, connection)
-    counts = [tally.prompt_tokens, tally.completion_tokens, tally.quotes_dropped, finished]
+    counts = [tally.quotes_dropped, finished]
     counts += [finished, finished, now, finished, finished, QUEUED]
     params = [len(tally.events), *counts, research_id]
     with connection.cursor() as cursor:
