@@ -1,8 +1,13 @@
 """Admin: an operator can follow a running research (queries, websites, events) and find failures fast."""
 
+from datetime import timedelta
+
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import F, Q, QuerySet, Sum
 from django.http import HttpRequest
+from django.utils import timezone
 
 from research.models import (
     CollectionDocument,
@@ -10,6 +15,7 @@ from research.models import (
     Event,
     Extract,
     FollowUpQuestion,
+    LlmCall,
     Page,
     Research,
     SerpQuery,
@@ -53,7 +59,18 @@ class ExtractInline(ReadOnlyInline):
 
 @admin.register(Research)
 class ResearchAdmin(admin.ModelAdmin):
-    list_display = ("title", "owner", "status", "breadth", "depth", "pending_queries", "created_at", "finished_at")
+    list_display = (
+        "title",
+        "owner",
+        "status",
+        "breadth",
+        "depth",
+        "pending_queries",
+        "cost",
+        "tokens",
+        "created_at",
+        "finished_at",
+    )
     list_filter = ("status", "engine", "created_at")
     search_fields = ("title", "prompt", "owner__username", "id")
     readonly_fields = (
@@ -62,6 +79,7 @@ class ResearchAdmin(admin.ModelAdmin):
         "pending_queries",
         "prompt_tokens",
         "completion_tokens",
+        "cost",
         "created_at",
         "updated_at",
         "started_at",
@@ -69,6 +87,17 @@ class ResearchAdmin(admin.ModelAdmin):
     )
     date_hierarchy = "created_at"
     inlines = [QuestionInline, QueryInline]
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, research: Research) -> str:
+        # A call to a model without a price makes the total a lower bound only: say so rather than under-report.
+        if research.unpriced_calls:
+            return "unknown"
+        return _dollars(research.cost_usd)
+
+    @admin.display(description="tokens", ordering="prompt_tokens")
+    def tokens(self, research: Research) -> int:
+        return research.prompt_tokens + research.completion_tokens
 
 
 @admin.register(SerpQuery)
@@ -151,3 +180,86 @@ class CollectionDocumentAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+@admin.register(LlmCall)
+class LlmCallAdmin(admin.ModelAdmin):
+    """What each model request cost and whose it was: a record, read-only."""
+
+    list_display = ("created_at", "user", "research", "agent", "model", "prompt_tokens", "completion_tokens", "cost")
+    list_filter = ("user", "agent", "model", "outcome", "created_at")
+    search_fields = ("user__username", "research__title", "research__id", "model")
+    list_select_related = ("user", "research")
+    date_hierarchy = "created_at"
+    fields = (
+        "research",
+        "user",
+        "agent",
+        "model",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+        "attempt",
+        "outcome",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, call: LlmCall) -> str:
+        return "unknown" if call.cost_usd is None else _dollars(call.cost_usd)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: LlmCall | None = None) -> bool:
+        return False
+
+
+User = get_user_model()
+_TOKENS = F("llm_calls__prompt_tokens") + F("llm_calls__completion_tokens")
+
+
+class SpendingUserAdmin(UserAdmin):
+    """Django's user admin with what each user's model calls spent, over the last 24 hours (what the daily quotas
+    count) and in all; dollars are of priced calls."""
+
+    list_display = (*UserAdmin.list_display, "tokens_day", "cost_day", "tokens_total", "cost_total")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        day = Q(llm_calls__created_at__gt=timezone.now() - timedelta(hours=24))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                spent_tokens_day=Sum(_TOKENS, filter=day, default=0),
+                spent_usd_day=Sum("llm_calls__cost_usd", filter=day, default=0),
+                spent_tokens=Sum(_TOKENS, default=0),
+                spent_usd=Sum("llm_calls__cost_usd", default=0),
+            )
+        )
+
+    @admin.display(description="tokens (24 h)", ordering="spent_tokens_day")
+    def tokens_day(self, user: object) -> int:
+        return user.spent_tokens_day
+
+    @admin.display(description="cost (24 h)", ordering="spent_usd_day")
+    def cost_day(self, user: object) -> str:
+        return _dollars(user.spent_usd_day)
+
+    @admin.display(description="tokens (all)", ordering="spent_tokens")
+    def tokens_total(self, user: object) -> int:
+        return user.spent_tokens
+
+    @admin.display(description="cost (all)", ordering="spent_usd")
+    def cost_total(self, user: object) -> str:
+        return _dollars(user.spent_usd)
+
+
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+admin.site.register(User, SpendingUserAdmin)
+
+
+def _dollars(amount: object) -> str:
+    return f"${amount:.4f}"

@@ -376,3 +376,19 @@ class CollectionDocument(models.Model):
 
     def __str__(self) -> str:
         return self.title or self.path
+
+
+class RateHit(models.Model):
+    """One counted request of a sliding-window limit (research/quotas.py): a spending request admitted, or a failed
+    sign-in. In the database rather than in Redis so that the limits hold across web processes in the embedded
+    mode (no Redis) too; rows are purged once older than their window."""
+
+    key = models.CharField(max_length=200)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["key", "created_at"], name="ratehit_key_created")]
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.created_at:%Y-%m-%d %H:%M:%S}"

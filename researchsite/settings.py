@@ -332,6 +332,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# --- Quotas and request rates per user (research/quotas.py; 0 = none) -----------------------------------
+# What one user's model calls may spend over the last 24 hours, in tokens (prompt + completion) and in dollars
+# (priced calls only); at either, the endpoints that spend answer 429 until enough of it ages out.
+USER_DAILY_TOKEN_QUOTA = env_int("USER_DAILY_TOKEN_QUOTA", 0, minimum=0)
+USER_DAILY_USD_QUOTA = env_float("USER_DAILY_USD_QUOTA", 0.0, minimum=0.0)
+# Requests a minute one user may make to the endpoints that spend (questions, start, retry).
+SPEND_RATE_LIMIT = env_int("SPEND_RATE_LIMIT", 30, minimum=0)
+# Failed sign-ins per LOGIN_RATE_WINDOW seconds, per username and per client address, before sign-in answers 429.
+LOGIN_RATE_LIMIT = env_int("LOGIN_RATE_LIMIT", 10, minimum=0)
+LOGIN_RATE_WINDOW = env_int("LOGIN_RATE_WINDOW", 900, minimum=1)
+
 # --- Security -------------------------------------------------------------------------------------------
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"

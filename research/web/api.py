@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from research import services
+from research import quotas, services
 from research.models import Document, DocumentKind, Event, Research, ResearchStatus
 from research.snapshot import build_snapshot, event_payload, research_summary
 from research.web.rendering import render_markdown
@@ -38,11 +38,21 @@ SERVICE_ERROR_STATUS = {
     services.NotStartable: 409,
     services.NotCancellable: 409,
     services.TooManyActive: 429,
+    quotas.Throttled: 429,
 }
 
 
 def error_response(status: int, message: str, field: str | None = None) -> JsonResponse:
     return JsonResponse({"error": {"field": field, "message": message}}, status=status)
+
+
+def service_error_response(exc: services.ServiceError) -> JsonResponse:
+    if isinstance(exc, quotas.Throttled):  # when to come back: in the header for HTTP clients, in the body for pages
+        error = {"field": exc.field, "message": exc.message, "retry_after": exc.retry_after}
+        response = JsonResponse({"error": error}, status=SERVICE_ERROR_STATUS[type(exc)])
+        response["Retry-After"] = str(exc.retry_after)
+        return response
+    return error_response(SERVICE_ERROR_STATUS[type(exc)], exc.message, exc.field)
 
 
 def api_view(*methods: str) -> Callable[[View], View]:
@@ -62,7 +72,7 @@ def api_view(*methods: str) -> Callable[[View], View]:
             except ApiError as exc:
                 return error_response(exc.status, exc.message, exc.field)
             except services.ServiceError as exc:
-                return error_response(SERVICE_ERROR_STATUS[type(exc)], exc.message, exc.field)
+                return service_error_response(exc)
 
         return wrapper
 
@@ -79,6 +89,7 @@ def own_research(request: HttpRequest, research_id: str) -> Research:
 
 
 @api_view("POST")
+@quotas.spends_money
 def questions(request: HttpRequest) -> HttpResponse:
     data = json_body(request)
     prompt = text_field(data, "prompt", settings.MAX_PROMPT_CHARS)
@@ -98,6 +109,7 @@ def questions(request: HttpRequest) -> HttpResponse:
 
 
 @api_view("POST")
+@quotas.spends_money
 def start(request: HttpRequest) -> HttpResponse:
     data = json_body(request)
     breadth = int_field(data, "breadth", 1, settings.MAX_BREADTH)

@@ -1,16 +1,18 @@
-"""HTML pages: the app shell (the live UI is built on it), sign-up, and JSON-aware CSRF failures."""
+"""HTML pages: the app shell (the live UI is built on it), sign-in, sign-up, and JSON-aware CSRF failures."""
 
 import uuid
 
 from django.conf import settings
 from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.csrf import csrf_failure as html_csrf_failure
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from research import quotas
 from research.models import Research
 
 
@@ -42,6 +44,35 @@ def research_page(request: HttpRequest, research_id: uuid.UUID) -> HttpResponse:
     if not Research.objects.filter(pk=research_id, owner=request.user).exists():
         raise Http404("research not found")
     return _shell(request, str(research_id))
+
+
+class LoginView(auth_views.LoginView):
+    """Django's sign-in, throttled: after LOGIN_RATE_LIMIT failures for a username or from an address within
+    LOGIN_RATE_WINDOW, it answers 429 without checking the password, so guessing gets no faster by trying."""
+
+    def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        username = request.POST.get("username", "")
+        wait = quotas.login_wait(username, _client_ip(request))
+        if not wait:
+            return super().post(request, *args, **kwargs)
+        form = self.get_form_class()(request, initial={"username": username[:150]})
+        context = self.get_context_data(form=form, throttled=f"Too many failed sign-ins. Try again in {wait} seconds.")
+        response = self.render_to_response(context, status=429)
+        response["Retry-After"] = str(wait)
+        return response
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        quotas.login_failed(form.data.get("username", ""), _client_ip(self.request))
+        return super().form_invalid(form)
+
+    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
+        quotas.login_succeeded(form.data.get("username", ""))
+        return super().form_valid(form)
+
+
+def _client_ip(request: HttpRequest) -> str:
+    # daphne sets it from the connection, or from X-Forwarded-For when started with --proxy-headers behind a proxy.
+    return request.META.get("REMOTE_ADDR") or "unknown"
 
 
 def signup(request: HttpRequest) -> HttpResponse:

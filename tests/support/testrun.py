@@ -22,6 +22,9 @@ ENV_DEFAULTS = {
     "LOG_LEVEL": "WARNING",
     # Tests wait for pushes to settle; a shorter gathering window than the production 1 s keeps them quick.
     "PUSH_INTERVAL": "0.25",
+    # The end-to-end and browser tests start researches for one user faster than a person would; the request rate
+    # has tests of its own (tests/test_quotas.py), with the limit set there.
+    "SPEND_RATE_LIMIT": "0",
 }
 RUN_VARIABLE = "DEEPRESEARCH_TEST_RUN"
 
