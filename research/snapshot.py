@@ -177,13 +177,7 @@ def _progress(
     website_statuses = [row["status"] for row in website_rows]
     planned = 0
     if research.breadth and research.depth:
-        # A failed query plans no children: its subtree is no longer planned.
-        pruned = sum(
-            descendants(research.breadth, research.depth, row["depth"])
-            for row in query_rows
-            if row["status"] == QueryStatus.FAILED
-        )
-        planned = total_queries(research.breadth, research.depth) - pruned
+        planned = total_queries(research.breadth, research.depth) - _pruned(research, query_rows)
     return {
         "queries_planned": planned,
         "queries_created": len(query_rows),
@@ -195,6 +189,26 @@ def _progress(
         "websites_failed": website_statuses.count(WebsiteStatus.FAILED),
         "extracts": sum(len(items) for items in extracts.values()),
     }
+
+
+def _pruned(research: Research, query_rows: list[dict[str, Any]]) -> int:
+    """Planned queries that will not run: the subtrees below failed and cancelled queries (the outermost ones;
+    a retried query's children of earlier attempts are history, not part of the tree)."""
+    breadth, depth = research.breadth or 1, research.depth or 1
+    rows = {row["id"]: row for row in query_rows}
+    children: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for row in query_rows:
+        parent = rows.get(row["parent_id"])
+        if row["parent_id"] is None or (parent is not None and row["position"] // breadth == parent["retries"]):
+            children[row["parent_id"]].append(row)
+    pruned, stack = 0, list(children[None])
+    while stack:
+        row = stack.pop()
+        if row["status"] in (QueryStatus.FAILED, QueryStatus.CANCELLED):
+            pruned += descendants(breadth, depth, row["depth"])
+        else:
+            stack.extend(children[row["id"]])
+    return pruned
 
 
 def _document(doc: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -17,6 +17,8 @@ api_patterns = [
     path("research/<str:research_id>/report.html", api.report_html, name="research-report-html"),
     path("research/<str:research_id>/error-output.html", api.error_output_html, name="research-error-output-html"),
     path("research/<str:research_id>/cancel", api.cancel, name="research-cancel"),
+    path("research/<str:research_id>/queries/<int:query_id>/cancel", api.query_cancel, name="query-cancel"),
+    path("research/<str:research_id>/queries/<int:query_id>/retry", api.query_retry, name="query-retry"),
 ]
 
 urlpatterns = [

@@ -9,9 +9,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from research import quotas, services
+from research import branches, quotas, services
 from research.models import Document, DocumentKind, Event, Research, ResearchStatus
 from research.snapshot import build_snapshot, event_payload, research_summary
 from research.web.rendering import render_markdown
@@ -39,6 +40,8 @@ SERVICE_ERROR_STATUS = {
     services.NotCancellable: 409,
     services.TooManyActive: 429,
     quotas.Throttled: 429,
+    branches.QueryNotFound: 404,
+    branches.QueryConflict: 409,
 }
 
 
@@ -176,7 +179,7 @@ def research_events(request: HttpRequest, research_id: str) -> HttpResponse:
 def _document(request: HttpRequest, research_id: str, kind: str, filename: str, html: bool = False) -> HttpResponse:
     """The research's report or error output: its markdown, or as sanitised HTML for the report view to insert."""
     research = own_research(request, research_id)
-    document = Document.objects.filter(research=research, kind=kind).first()
+    document = _version(Document.objects.filter(research=research, kind=kind), request).order_by("-version").first()
     if document is None:
         raise ApiError(404, f"this research has no {filename} (yet)")
     if html:
@@ -213,3 +216,31 @@ def cancel(request: HttpRequest, research_id: str) -> HttpResponse:
     research = own_research(request, research_id)
     services.cancel(research)
     return JsonResponse({"research_id": str(research.pk), "status": ResearchStatus.CANCELLED})
+
+
+# --- Branches: cancel or retry one query and its subtree (research/branches.py) ---
+
+
+@api_view("POST")
+def query_cancel(request: HttpRequest, research_id: str, query_id: int) -> HttpResponse:
+    research = own_research(request, research_id)
+    cancelled = branches.cancel_query(research, query_id)
+    return JsonResponse({"query_id": query_id, "cancelled": cancelled})
+
+
+@api_view("POST")
+@quotas.spends_money
+def query_retry(request: HttpRequest, research_id: str, query_id: int) -> HttpResponse:
+    research = own_research(request, research_id)
+    query = branches.retry_query(research, query_id)
+    return JsonResponse({"query_id": query.pk, "status": query.status, "retries": query.retries}, status=202)
+
+
+def _version(documents: QuerySet, request: HttpRequest) -> QuerySet:
+    """`?version=N` picks one report version; without it, the latest."""
+    raw = request.GET.get("version")
+    if raw is None:
+        return documents
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SEQ:
+        raise ApiError(400, "must be a positive integer", "version")
+    return documents.filter(version=int(raw))

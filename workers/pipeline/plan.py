@@ -2,6 +2,7 @@
 
 import logging
 
+from django.db import transaction
 from django.utils import timezone
 
 from research import dispatch
@@ -59,8 +60,31 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
     )
     with charged_to(research.pk):
         planned, _, _ = engine_for(research.engine).plan_queries(research.prompt, answers, _ancestors(parent), count)
-    parent_id = parent.pk if parent is not None else None
 
+    with transaction.atomic():
+        offset = _lock_parent(parent, research.breadth or 1)
+        if offset is None:
+            return  # planned already, or its branch was cancelled (research/branches.py) during the model call
+        _store(research, parent, planned, depth, offset)
+
+
+def _lock_parent(parent: SerpQuery | None, breadth: int) -> int | None:
+    """Lock the parent query before the research row (the tree's lock order, which a branch's cancel follows);
+    return the first position of its children (a retried query plans after its earlier children), or None when
+    it must plan none."""
+    if parent is None:
+        return 0
+    retries = (
+        SerpQuery.objects.select_for_update()
+        .filter(pk=parent.pk, children_planned=False, status=QueryStatus.DONE)
+        .values_list("retries", flat=True)
+        .first()
+    )
+    return None if retries is None else retries * breadth
+
+
+def _store(research: Research, parent: SerpQuery | None, planned: list, depth: int, offset: int) -> None:
+    parent_id = parent.pk if parent is not None else None
     with research_transaction(research.pk):
         # Cancelled or failed during the model call: its unfinished queries were stopped, so add none.
         if not Research.objects.filter(pk=research.pk, status=ResearchStatus.RUNNING).exists():
@@ -79,7 +103,7 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
                 research_id=research.pk,
                 parent=parent,
                 depth=depth,
-                position=index,
+                position=offset + index,
                 query=item.query,
                 objective=item.objective,
             )

@@ -202,7 +202,11 @@ def _stuck_reports(state: Sweep) -> None:
     """A report writer that died (its lease lapsed): back to running, so the report can be claimed again (and
     record a new report_writing_start)."""
     stuck = Research.objects.filter(status=ResearchStatus.REPORTING, claimed_at__lt=state.lease_cutoff).exclude(
-        Exists(Document.objects.filter(research=OuterRef("pk"), kind=DocumentKind.REPORT))
+        Exists(
+            Document.objects.filter(
+                research=OuterRef("pk"), kind=DocumentKind.REPORT, version=OuterRef("report_version")
+            )
+        )
     )
     for research in stuck:
         if research.attempts >= settings.MAX_ATTEMPTS:

@@ -1,4 +1,4 @@
-"""The report: written once, when every query of the tree is done, from the research's verified extracts."""
+"""The report: written once per report version, when every query of the tree is done, from the verified extracts."""
 
 import logging
 from typing import Any
@@ -99,17 +99,22 @@ def _write(research_id: str) -> None:
 
     with research_transaction(research_id):
         # Cancelled or failed while the report was being written: it is not stored.
-        if not Research.objects.filter(pk=research_id, status__in=UNREPORTED, pending_queries__lte=0).exists():
+        version = (
+            Research.objects.filter(pk=research_id, status__in=UNREPORTED, pending_queries__lte=0)
+            .values_list("report_version", flat=True)
+            .first()
+        )
+        if version is None:
             return
+        # A retried branch of a finished research writes the next version; the earlier ones are kept.
+        key = {"research_id": research_id, "kind": DocumentKind.REPORT, "version": version}
         try:
             with transaction.atomic():
-                Document.objects.create(
-                    research_id=research_id, kind=DocumentKind.REPORT, markdown=markdown, stats=stats
-                )
+                Document.objects.create(**key, markdown=markdown, stats=stats)
         except IntegrityError:
             # Another writer stored one first (a lease that ran out while this one wrote): that one stands, and
             # the research must not stay unfinished because of it.
-            markdown = Document.objects.get(research_id=research_id, kind=DocumentKind.REPORT).markdown
+            markdown = Document.objects.get(**key).markdown
             _complete(research_id, report_title(markdown) or research.title)
             return
         _complete(research_id, report_title(markdown)[:200] or research.title)

@@ -9,7 +9,7 @@ from django.utils import timezone
 from research import dispatch
 from research.events import record_event
 from research.lifecycle import fail_research
-from research.models import EventType, QueryStatus, SerpQuery, Website
+from research.models import EventType, QueryStatus, SerpQuery, Website, WebsiteStatus
 from workers.clients import search as search_client
 from workers.clients.searxng import SearchResult
 from workers.pipeline import progress
@@ -47,23 +47,28 @@ def _store_results(query: SerpQuery, results: list[SearchResult]) -> None:
     """The results become website rows queued for scraping; none at all fails the branch."""
     query_id = query.pk
     with tree_transaction(query.research_id):
+        if query.retries:
+            results, reopened, first = _retried(query, results)
+        else:
+            reopened, first = [], 0
         # Only one delivery moves the query on from searching; a duplicate's results are dropped here.
         # attempts=0: the sweeper's re-queues of the search are over; the planning of children counts from zero.
         if not SerpQuery.objects.filter(pk=query_id, status=QueryStatus.SEARCHING).update(
-            status=QueryStatus.SCRAPING, pending_websites=len(results), attempts=0
+            status=QueryStatus.SCRAPING, pending_websites=len(results) + len(reopened), attempts=0
         ):
             return
         websites = Website.objects.bulk_create(
             Website(
                 research_id=query.research_id,
                 query_id=query_id,
-                position=index,
+                position=first + index,
                 url=result.url,
                 title=result.title,
                 snippet=result.snippet,
             )
             for index, result in enumerate(results)
         )
+        websites += _reopen(reopened)
         record_event(
             query.research_id,
             EventType.GOT_WEBSITES,
@@ -74,10 +79,44 @@ def _store_results(query: SerpQuery, results: list[SearchResult]) -> None:
             },
         )
         if not websites:
-            progress.query_failed(query_id, "the search found nothing", from_statuses=[QueryStatus.SCRAPING])
+            if query.retries and Website.objects.filter(query_id=query_id, status=WebsiteStatus.ANALYZED).exists():
+                # Nothing new, but its earlier attempt's pages were analysed: the query stands on those.
+                progress.query_finished(query_id, QueryStatus.DONE, from_statuses=[QueryStatus.SCRAPING])
+            else:
+                progress.query_failed(query_id, "the search found nothing", from_statuses=[QueryStatus.SCRAPING])
         dispatch.queue_each_on_commit(dispatch.SCRAPE, [website.pk for website in websites], query.research_id)
     if not results and query.depth == 1:
         stop_if_every_top_level_search_failed(query.research_id)
+
+
+def _retried(query: SerpQuery, results: list[SearchResult]) -> tuple[list[SearchResult], list[Website], int]:
+    """A retried query keeps its earlier websites (one row per URL): results it analysed already are skipped,
+    those it failed or had cancelled are scraped again, and new ones are numbered after the earlier ones."""
+    earlier = {website.url: website for website in Website.objects.filter(query_id=query.pk).order_by("pk")}
+    first = max((website.position for website in earlier.values()), default=-1) + 1
+    new = [result for result in results if result.url not in earlier]
+    reopened = [
+        earlier[result.url]
+        for result in results
+        if result.url in earlier and earlier[result.url].status in (WebsiteStatus.FAILED, WebsiteStatus.CANCELLED)
+    ]
+    return new, reopened, first
+
+
+def _reopen(websites: list[Website]) -> list[Website]:
+    ids = [website.pk for website in websites]
+    Website.objects.filter(pk__in=ids, status__in=[WebsiteStatus.FAILED, WebsiteStatus.CANCELLED]).update(
+        status=WebsiteStatus.PENDING,
+        page=None,
+        failure_reason="",
+        error="",
+        http_status=None,
+        finished_at=None,
+        attempts=0,
+        claimed_at=None,
+        claimed_by="",
+    )
+    return websites
 
 
 def search_failed(query_id: int, error: BaseException) -> None:

@@ -180,6 +180,10 @@ export function describeEvent(event) {
       return { tone: "fail", text: `Research failed: ${reason(d.reason)}`, detail: d.error || "" };
     case "research_cancelled":
       return { tone: "fail", text: "Research cancelled" };
+    case "query_cancelled":
+      return { tone: "fail", text: `Branch cancelled: ${d.query ?? ""}`, detail: `${plural((d.cancelled || []).length, "query", "queries")} stopped` };
+    case "query_retried":
+      return { tone: "info", text: `Retrying: ${d.query ?? ""}` };
     default:
       return { tone: "info", text: String(event.type || "event") };
   }

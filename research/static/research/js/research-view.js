@@ -9,6 +9,7 @@ import {
   hostOf,
   statusLabel,
 } from "./lib.js";
+import { queryActions, renderReportVersions, updateQueryActions } from "./branches.js";
 import { ResearchFeed } from "./live.js";
 
 export class ResearchView {
@@ -41,6 +42,7 @@ export class ResearchView {
       eventsBox: $("#events-box"),
       eventsCount: $("#events-count"),
       reportBody: $("#report-body"),
+      reportVersions: $("#report-versions"),
       errorBody: $("#error-body"),
     };
     this.tabs = {
@@ -197,6 +199,7 @@ export class ResearchView {
     show(this.tabs.report.tab, Boolean(snapshot.report));
     show(this.tabs.error.tab, Boolean(snapshot.error_output));
     this.loadDocument("report", snapshot.report, `/api/research/${r.id}/report.html`, this.el.reportBody);
+    renderReportVersions(this.el.reportVersions, snapshot);
     this.loadDocument("error", snapshot.error_output, `/api/research/${r.id}/error-output.html`, this.el.errorBody);
     if (!this.tabChosen) {
       if (snapshot.report) this.select("report");
@@ -239,7 +242,13 @@ export class ResearchView {
         const parent = query.parent_id === null ? null : this.queryNodes.get(query.parent_id);
         (parent ? parent.children : this.el.tree).append(node.li);
       }
-      const sig = JSON.stringify([query.status, query.error, query.websites.map((w) => [w.id, w.status])]);
+      const research = this.snapshot && this.snapshot.research;
+      const sig = JSON.stringify([
+        query.status,
+        query.error,
+        query.websites.map((w) => [w.id, w.status]),
+        research && [research.status, research.stop_reason],
+      ]);
       if (node.sig !== sig) {
         node.sig = sig;
         this.updateQuery(node, query);
@@ -256,6 +265,7 @@ export class ResearchView {
     const summary = h("summary", { class: "q-sites-summary" });
     const details = h("details", { class: "q-sites", open: true }, summary, sites);
     const children = h("ul", { class: "tree-children" });
+    const actions = queryActions(this, query);
     const li = h(
       "li",
       { class: "q", dataset: { queryId: String(query.id), depth: String(query.depth) } },
@@ -268,6 +278,7 @@ export class ResearchView {
           h("span", { class: "q-depth", text: `L${query.depth}`, title: `Depth ${query.depth}` }),
           h("span", { class: "q-text", text: query.query }),
           status,
+          actions.el,
         ),
         h("p", { class: "q-objective", text: query.objective }),
         error,
@@ -276,7 +287,7 @@ export class ResearchView {
       ),
       children,
     );
-    return { li, status, counts, error, sites, summary, details, children, sig: null };
+    return { li, status, counts, error, sites, summary, details, children, actions, sig: null };
   }
 
   updateQuery(node, query) {
@@ -285,6 +296,7 @@ export class ResearchView {
     node.status.className = `badge badge-${query.status}`;
     node.error.textContent = query.error;
     show(node.error, Boolean(query.error));
+    updateQueryActions(node.actions, query, this.snapshot && this.snapshot.research);
     const total = query.websites.length;
     const analysed = query.websites.filter((w) => w.status === "analyzed").length;
     const failed = query.websites.filter((w) => w.status === "failed").length;

@@ -1,0 +1,246 @@
+"""Cancel or retry one branch of a running (or finished) research: a query and the subtree below it.
+
+Both follow the tree's lock order (workers/pipeline/tree_writes.py): websites, then queries, each in key order,
+and the research row last. Steps that write the tree lock in that order too, and the planning of children locks
+its parent query before the research row, so a cancel cannot deadlock with them.
+
+Counting: `Research.pending_queries` counts the planned tree's nodes not yet counted off, each exactly once (a
+done query counts 1; a failed or cancelled one 1 and its whole unplanned subtree). A cancel counts off what of
+the query's subtree was not counted yet; a retry puts the query's subtree back. A retried query plans its
+children anew after its earlier ones (positions `retries * breadth + i`), so its children of earlier attempts
+(the "generations" below) are history, already counted off, and never counted again.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from research import dispatch
+from research.dispatch import QUEUED
+from research.events import record_event
+from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES
+from research.models import (
+    FINISHED_STATUSES,
+    Document,
+    DocumentKind,
+    EventType,
+    QueryStatus,
+    Research,
+    ResearchStatus,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
+from research.planning import descendants
+from research.services import ServiceError
+
+SETTLED = (QueryStatus.FAILED, QueryStatus.CANCELLED)
+RETRYABLE = SETTLED
+# A locked subtree that grew meanwhile (children planned between the read and the lock) is read again.
+MAX_SUBTREE_READS = 5
+
+
+class QueryNotFound(ServiceError):
+    """No such query in this research."""
+
+
+class QueryConflict(ServiceError):
+    """The query or research is not in a state that allows the change (already cancelled, not failed, ended)."""
+
+
+def cancel_query(research: Research, query_id: int) -> list[int]:
+    """Cancel the query and every unfinished query below it; returns the ids whose status changed, query first."""
+    _query(research, query_id)
+    for _ in range(MAX_SUBTREE_READS):
+        result = _cancel(research.pk, query_id)
+        if result is not None:
+            return result
+    raise QueryConflict("the branch keeps growing; try again", "query_id")
+
+
+def _cancel(research_id: Any, query_id: int) -> list[int] | None:
+    research = Research.objects.only("breadth", "depth", "status").get(pk=research_id)
+    if research.status != ResearchStatus.RUNNING:
+        raise QueryConflict(f"research is {research.status}: only a running research's queries can be cancelled")
+    breadth, depth = research.breadth or 1, research.depth or 1
+    subtree = _subtree_ids(research_id, query_id)
+    now = timezone.now()
+    with transaction.atomic():
+        # Lock order: websites, then queries, then the research row.
+        list(
+            Website.objects.select_for_update()
+            .filter(query_id__in=subtree, status__in=UNFINISHED_WEBSITES)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        rows = list(SerpQuery.objects.select_for_update().filter(pk__in=subtree).order_by("pk"))
+        if set(_subtree_ids(research_id, query_id)) != set(subtree):
+            return None  # children were added before the lock: read the subtree again
+        by_id = {row.pk: row for row in rows}
+        root = by_id[query_id]
+        if root.status == QueryStatus.CANCELLED:
+            raise QueryConflict("query is already cancelled", "query_id")
+        children = _current_children(by_id.values(), breadth)
+        settled_before = _settled(root, children, breadth, depth)
+        changed = [root.pk] + [
+            row.pk
+            for row in sorted(rows, key=lambda r: (r.depth, r.pk))
+            if row.pk != root.pk and row.status in UNFINISHED_QUERIES
+        ]
+        Website.objects.filter(query_id__in=changed, status__in=UNFINISHED_WEBSITES).update(
+            status=WebsiteStatus.CANCELLED, finished_at=now, claimed_at=None, claimed_by=""
+        )
+        SerpQuery.objects.filter(pk__in=changed).update(
+            status=QueryStatus.CANCELLED, finished_at=now, claimed_at=None, claimed_by="", children_planned=True
+        )
+        # Done queries below it plan no more children; a planning already queued finds them planned and stops.
+        SerpQuery.objects.filter(pk__in=subtree, status=QueryStatus.DONE, children_planned=False).update(
+            children_planned=True, claimed_at=None, claimed_by=""
+        )
+        count = 1 + descendants(breadth, depth, root.depth) - settled_before
+        if not _count_off(research_id, count):
+            raise QueryConflict("research has ended: its queries can no longer be cancelled")
+        record_event(
+            research_id, EventType.QUERY_CANCELLED, {"query_id": root.pk, "query": root.query, "cancelled": changed}
+        )
+    return changed
+
+
+def _count_off(research_id: Any, count: int) -> bool:
+    """Count `count` nodes off the running research (its row locked last); at zero, hand on the report."""
+    table = Research._meta.db_table
+    pk = Research._meta.pk.get_db_prep_value(research_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET pending_queries = pending_queries - %s WHERE id = %s AND status = %s "
+            "RETURNING pending_queries",
+            [count, pk, ResearchStatus.RUNNING],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    if count > 0 and row[0] == 0:
+        # As the last counted-off query does (workers/pipeline/progress.py): the report's lease, then its task.
+        Research.objects.filter(pk=research_id).update(claimed_at=timezone.now(), claimed_by=QUEUED)
+        dispatch.queue_on_commit(dispatch.REPORT, str(research_id))
+    return True
+
+
+def retry_query(research: Research, query_id: int) -> SerpQuery:
+    """Run a failed or cancelled query again: back to pending, its children planned anew once it is done.
+
+    A finished research goes back to running and, when the branch is done, writes its next report version.
+    """
+    _query(research, query_id)
+    now = timezone.now()
+    with transaction.atomic():
+        # Lock order: the query, then the research row.
+        query = SerpQuery.objects.select_for_update().get(pk=query_id)
+        if query.status not in RETRYABLE:
+            raise QueryConflict(f"query is {query.status}: only a failed or cancelled query can be retried", "query_id")
+        if _ancestor_settled(query):
+            raise QueryConflict("a query above it was cancelled or failed: retry that one", "query_id")
+        locked = Research.objects.select_for_update(no_key=True).get(pk=research.pk)
+        if locked.stop_reason:
+            raise QueryConflict(f"research was stopped ({locked.stop_reason}) and cannot run again")
+        breadth, depth = locked.breadth or 1, locked.depth or 1
+        added = 1 + descendants(breadth, depth, query.depth)
+        changes: dict[str, Any] = {}
+        if locked.status == ResearchStatus.RUNNING:
+            changes["pending_queries"] = locked.pending_queries + added
+        elif locked.status in FINISHED_STATUSES:
+            # Nothing else of a finished research is pending: only this branch is counted.
+            changes.update(
+                status=ResearchStatus.RUNNING,
+                pending_queries=added,
+                finished_at=None,
+                error="",
+                attempts=0,
+                # The time budget counts from the research's new run.
+                started_at=now,
+                claimed_at=None,
+                claimed_by="",
+            )
+            if Document.objects.filter(
+                research_id=locked.pk, kind=DocumentKind.REPORT, version=locked.report_version
+            ).exists():
+                changes["report_version"] = locked.report_version + 1
+        else:
+            raise QueryConflict(f"research is {locked.status}: retry once it has run or ended")
+        Research.objects.filter(pk=locked.pk).update(**changes)
+        SerpQuery.objects.filter(pk=query.pk).update(
+            status=QueryStatus.PENDING,
+            retries=query.retries + 1,
+            error="",
+            pending_websites=0,
+            children_planned=False,
+            learnings=[],
+            attempts=0,
+            started_at=None,
+            finished_at=None,
+            claimed_at=now,
+            claimed_by=QUEUED,  # handed on to its search
+        )
+        record_event(
+            locked.pk,
+            EventType.QUERY_RETRIED,
+            {"query_id": query.pk, "query": query.query, "retries": query.retries + 1, "was": query.status},
+        )
+        dispatch.queue_each_on_commit(dispatch.SEARCH, [query.pk], locked.pk)
+    query.refresh_from_db()
+    return query
+
+
+def _query(research: Research, query_id: int) -> SerpQuery:
+    query = SerpQuery.objects.filter(pk=query_id, research_id=research.pk).first()
+    if query is None:
+        raise QueryNotFound("query not found", "query_id")
+    return query
+
+
+def _subtree_ids(research_id: Any, query_id: int) -> list[int]:
+    """The query and every query below it, of every generation."""
+    children: dict[int | None, list[int]] = defaultdict(list)
+    for pk, parent_id in SerpQuery.objects.filter(research_id=research_id).values_list("pk", "parent_id"):
+        children[parent_id].append(pk)
+    found, stack = [], [query_id]
+    while stack:
+        pk = stack.pop()
+        found.append(pk)
+        stack.extend(children.get(pk, []))
+    return sorted(found)
+
+
+def _current_children(rows: Iterable[SerpQuery], breadth: int) -> dict[int, list[SerpQuery]]:
+    """Children of each query planned by its latest attempt (earlier attempts' children are history)."""
+    by_id = {row.pk: row for row in rows}
+    children: dict[int, list[SerpQuery]] = defaultdict(list)
+    for row in by_id.values():
+        parent = by_id.get(row.parent_id) if row.parent_id else None
+        if parent is not None and row.position // breadth == parent.retries:
+            children[parent.pk].append(row)
+    return children
+
+
+def _settled(node: SerpQuery, children: dict[int, list[SerpQuery]], breadth: int, depth: int) -> int:
+    """How many of the node's subtree slots are already counted off."""
+    if node.status in SETTLED:
+        return 1 + descendants(breadth, depth, node.depth)
+    if node.status == QueryStatus.DONE:
+        return 1 + sum(_settled(child, children, breadth, depth) for child in children.get(node.pk, []))
+    return 0
+
+
+def _ancestor_settled(query: SerpQuery) -> bool:
+    parent_id = query.parent_id
+    while parent_id is not None:
+        parent = SerpQuery.objects.filter(pk=parent_id).only("status", "parent_id").first()
+        if parent is None:
+            return False
+        if parent.status in SETTLED:
+            return True
+        parent_id = parent.parent_id
+    return False

@@ -1,0 +1,69 @@
+"""Cancel and retry of one query from the live log, in the browser against daphne: the buttons call the API and
+the live snapshot updates them."""
+
+import pytest
+import redis
+from playwright.sync_api import expect
+
+from research.models import Event, QueryStatus, Research, SerpQuery, Website
+from tests.support.factories import running_research
+from tests.support.logins import sign_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def no_queued_steps(redis_conn: redis.Redis):
+    """No worker runs in this test: the search a retry queues is dropped, not left for another test's workers."""
+    yield
+    for key in redis_conn.scan_iter("celery*"):
+        if redis_conn.type(key) == b"list":
+            redis_conn.delete(key)
+
+
+def seed(user) -> tuple[Research, SerpQuery, SerpQuery]:
+    research = running_research(user, 2, 1)
+    research.title = "Heat pumps in Nordic winters"
+    research.save()
+    done = SerpQuery.objects.create(
+        research=research, depth=1, position=0, query="heat pump efficiency", objective="o", status=QueryStatus.DONE
+    )
+    pending = SerpQuery.objects.create(
+        research=research, depth=1, position=1, query="cold climate tests", objective="o", status=QueryStatus.SCRAPING
+    )
+    Website.objects.create(research=research, query=pending, position=0, url="https://a.example/x", status="scraping")
+    Research.objects.filter(pk=research.pk).update(pending_queries=1)
+    return research, done, pending
+
+
+def test_cancel_then_retry_a_query_from_the_live_log(daphne, open_page, user, no_queued_steps) -> None:
+    research, done, running = seed(user)
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    card = page.locator(f"li.q[data-query-id='{running.pk}']")
+    finished = page.locator(f"li.q[data-query-id='{done.pk}']")
+    # an unfinished query offers Cancel, a done one neither button
+    expect(card.locator(".q-cancel")).to_be_visible()
+    expect(card.locator(".q-retry")).to_be_hidden()
+    expect(finished.locator(".q-cancel")).to_be_hidden()
+    expect(finished.locator(".q-retry")).to_be_hidden()
+    # when the running query is cancelled
+    card.locator(".q-cancel").click()
+    # then the live log shows it cancelled, with the event, and offers Retry instead
+    expect(card.locator(".badge").first).to_have_text("Cancelled")
+    expect(page.locator("#events li.event").first).to_have_attribute("data-type", "query_cancelled")
+    expect(card.locator(".q-cancel")).to_be_hidden()
+    expect(card.locator(".q-retry")).to_be_visible()
+    assert SerpQuery.objects.get(pk=running.pk).status == QueryStatus.CANCELLED
+    # when it is retried
+    card.locator(".q-retry").click()
+    # then it is pending again and may be cancelled again
+    expect(card.locator(".badge").first).to_have_text("Pending")
+    expect(page.locator("#events li.event").first).to_have_attribute("data-type", "query_retried")
+    expect(card.locator(".q-retry")).to_be_hidden()
+    expect(card.locator(".q-cancel")).to_be_visible()
+    query = SerpQuery.objects.get(pk=running.pk)
+    assert (query.status, query.retries) == (QueryStatus.PENDING, 1)
+    assert Event.objects.filter(research=research, type__in=["query_cancelled", "query_retried"]).count() == 2
+    assert not watched.errors
