@@ -118,10 +118,13 @@ def reached(research: Research) -> tuple[str, Any, Any] | None:
         elapsed = (timezone.now() - research.started_at).total_seconds()
         if elapsed >= research.budget_seconds:
             return SECONDS, research.budget_seconds, int(elapsed)
+    # The report is written after the stop, by a model call of its own: the steps stop short of a token or dollar
+    # budget by the share held back for it, so that the report, too, fits within the budget as far as it can.
+    steps_share = Decimal(1) - Decimal(str(settings.BUDGET_REPORT_SHARE))
     tokens = research.prompt_tokens + research.completion_tokens
-    if research.budget_tokens and tokens >= research.budget_tokens:
+    if research.budget_tokens and tokens >= research.budget_tokens * steps_share:
         return TOKENS, research.budget_tokens, tokens
-    if research.budget_usd is not None and research.cost_usd >= research.budget_usd:
+    if research.budget_usd is not None and research.cost_usd >= research.budget_usd * steps_share:
         return USD, float(research.budget_usd), float(research.cost_usd)
     return None
 

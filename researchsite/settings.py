@@ -296,6 +296,8 @@ TASK_MAX_RETRIES = env_int("TASK_MAX_RETRIES", 3, minimum=0, maximum=20)
 RESEARCH_TIME_BUDGET = env_int("RESEARCH_TIME_BUDGET", 7200, minimum=5)
 RESEARCH_TOKEN_BUDGET = env_int("RESEARCH_TOKEN_BUDGET", 20_000_000, minimum=0)
 RESEARCH_USD_BUDGET = env_float("RESEARCH_USD_BUDGET", 0.0, minimum=0.0)
+# The share of a token or dollar budget held back for the report: the steps stop when the rest is spent.
+BUDGET_REPORT_SHARE = min(env_float("BUDGET_REPORT_SHARE", 0.25, minimum=0.0), 0.9)
 # The largest budget a start may ask for, per key.
 MAX_BUDGET_SECONDS = env_int("MAX_BUDGET_SECONDS", 86_400, minimum=5)
 MAX_BUDGET_TOKENS = env_int("MAX_BUDGET_TOKENS", 100_000_000, minimum=1)
