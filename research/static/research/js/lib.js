@@ -180,6 +180,14 @@ export function describeEvent(event) {
       return { tone: "fail", text: `Research failed: ${reason(d.reason)}`, detail: d.error || "" };
     case "research_cancelled":
       return { tone: "fail", text: "Research cancelled" };
+    case "budget_reached": {
+      const budgets = { budget_seconds: "time", budget_tokens: "token", budget_usd: "dollar" };
+      return {
+        tone: "info",
+        text: `Reached its ${budgets[d.reason] || ""} budget: stopping, and writing the report from what was analysed`,
+        detail: d.limit !== undefined ? `spent ${d.spent} of ${d.limit}` : "",
+      };
+    }
     default:
       return { tone: "info", text: String(event.type || "event") };
   }
