@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from research import dispatch
+from research import budgets, dispatch
 from research.lifecycle import cancel_research
 from research.models import ACTIVE_STATUSES, FollowUpQuestion, Research, ResearchStatus
 
@@ -78,14 +78,20 @@ def create_with_answers(owner: Any, prompt: str, answered: Sequence[tuple[str, s
     return research
 
 
-def start_research(research: Research, answers: Sequence[str] | None, breadth: int, depth: int) -> None:
-    """Store the answers (None: keep those stored) and queue the research, within its owner's cap."""
+def start_research(
+    research: Research, answers: Sequence[str] | None, breadth: int, depth: int, budget: Any = None
+) -> None:
+    """Store the answers (None: keep those stored) and queue the research, within its owner's cap.
+
+    `budget` is the request's {"seconds", "tokens", "usd"} (each optional; the defaults fill in the rest).
+    """
     if research.status != ResearchStatus.AWAITING_ANSWERS:
         raise NotStartable(f"research is {research.status}; only one awaiting answers can start", "research_id")
     if not 1 <= breadth <= settings.MAX_BREADTH:
         raise InvalidInput(f"must be 1..{settings.MAX_BREADTH}", "breadth")
     if not 1 <= depth <= settings.MAX_DEPTH:
         raise InvalidInput(f"must be 1..{settings.MAX_DEPTH}", "depth")
+    limits = _budget(budget)
     with transaction.atomic():
         # Lock the owner's row so two starts at once cannot both slip under the cap.
         get_user_model().objects.select_for_update().filter(pk=research.owner_id).first()
@@ -99,7 +105,13 @@ def start_research(research: Research, answers: Sequence[str] | None, breadth: i
             FollowUpQuestion.objects.filter(research=research, position=position).update(answer=answer)
         # Conditional: of two racing starts, only one moves the research on and queues it.
         if not Research.objects.filter(pk=research.pk, status=ResearchStatus.AWAITING_ANSWERS).update(
-            status=ResearchStatus.QUEUED, breadth=breadth, depth=depth, claimed_at=timezone.now()
+            status=ResearchStatus.QUEUED,
+            breadth=breadth,
+            depth=depth,
+            claimed_at=timezone.now(),
+            budget_seconds=limits.seconds,
+            budget_tokens=limits.tokens,
+            budget_usd=limits.usd,
         ):
             raise NotStartable("research was started already", "research_id")
         dispatch.queue_on_commit(dispatch.START, str(research.pk))
@@ -115,6 +127,13 @@ def cancel(research: Research) -> None:
 def default_engine() -> str:
     """The engine a new research gets; settings resolve RESEARCH_ENGINE=auto to llm or extractive."""
     return settings.RESEARCH_ENGINE
+
+
+def _budget(requested: Any) -> budgets.Budget:
+    try:
+        return budgets.resolve(requested)
+    except budgets.BudgetError as exc:
+        raise InvalidInput(exc.message, exc.field) from None
 
 
 def _check_prompt(prompt: str) -> None:

@@ -288,11 +288,21 @@ MAX_DEPTH = env_int("MAX_DEPTH", 5, minimum=1, maximum=10)
 MAX_FOLLOWUP_QUESTIONS = env_int("MAX_FOLLOWUP_QUESTIONS", 10, minimum=1, maximum=50)
 MAX_PROMPT_CHARS = env_int("MAX_PROMPT_CHARS", 10_000, minimum=100)
 MAX_ANSWER_CHARS = env_int("MAX_ANSWER_CHARS", 5_000, minimum=10)
-RESEARCH_TIME_BUDGET = env_int("RESEARCH_TIME_BUDGET", 7200, minimum=5)
 # Celery-level retries of a task whose client already gave up on a transient error (search, LLM).
 TASK_MAX_RETRIES = env_int("TASK_MAX_RETRIES", 3, minimum=0, maximum=20)
-# Tokens (prompt + completion) a research may spend before it fails with an error output; 0 = no limit.
+# --- Budgets (research/budgets.py) ----------------------------------------------------------------------
+# The budget a research gets for each key its start does not give: seconds it may run, tokens (prompt +
+# completion) and dollars it may spend; 0 = none. Reaching one stops the research with a partial report.
+RESEARCH_TIME_BUDGET = env_int("RESEARCH_TIME_BUDGET", 7200, minimum=5)
 RESEARCH_TOKEN_BUDGET = env_int("RESEARCH_TOKEN_BUDGET", 20_000_000, minimum=0)
+RESEARCH_USD_BUDGET = env_float("RESEARCH_USD_BUDGET", 0.0, minimum=0.0)
+# The share of a token or dollar budget held back for the report: the steps stop when the rest is spent.
+BUDGET_REPORT_SHARE = min(env_float("BUDGET_REPORT_SHARE", 0.25, minimum=0.0), 0.9)
+# The largest budget a start may ask for, per key.
+MAX_BUDGET_SECONDS = env_int("MAX_BUDGET_SECONDS", 86_400, minimum=5)
+MAX_BUDGET_TOKENS = env_int("MAX_BUDGET_TOKENS", 100_000_000, minimum=1)
+MAX_BUDGET_USD = env_float("MAX_BUDGET_USD", 100.0, minimum=0.01)
+# ---------------------------------------------------------------------------------------------------------
 # Researches one user may have queued or running at once.
 MAX_ACTIVE_RESEARCH_PER_USER = env_int("MAX_ACTIVE_RESEARCH_PER_USER", 3, minimum=1)
 

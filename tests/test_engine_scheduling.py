@@ -97,8 +97,11 @@ def test_cancel_stops_queued_work(api, workers, research_model, fake_searx) -> N
     assert not Event.objects.filter(research=research, seq__gt=cancelled_seq).exists()
 
 
-def test_time_budget_fails_research_with_error_output(api, workers, research_model, fake_searx) -> None:
-    # given a research that has (as far as the database says) been running for longer than its budget
+def test_time_budget_reached_before_anything_was_analysed_fails_research_with_error_output(
+    api, workers, research_model, fake_searx
+) -> None:
+    # given a research that has (as far as the database says) been running for longer than its time budget
+    # while its first searches are still under way
     fake_searx.delay = 0.5
     research_id = start_research(api, 2, 3)
     deadline = time.monotonic() + 30
@@ -107,12 +110,15 @@ def test_time_budget_fails_research_with_error_output(api, workers, research_mod
     Research.objects.filter(pk=research_id).update(started_at=timezone.now() - timedelta(hours=3))
     # when
     research = wait_finished(research_id)
-    # then
+    # then the budget stopped it, and with no page analysed there is nothing to report: it fails, as it would
+    # without a budget
+    assert (research.partial, research.stop_reason) == (True, "budget_seconds")
+    assert Event.objects.filter(research=research, type="budget_reached").count() == 1
     assert research.status == ResearchStatus.FAILED
-    assert "time budget" in research.error
     output = Document.objects.get(research=research, kind="error_output")
-    assert output.stats["reason"] == "time_budget"
+    assert output.stats["reason"] == "nothing_analysed"
     assert "## Queries and their states" in output.markdown
+    assert not Document.objects.filter(research=research, kind="report").exists()
 
 
 @pytest.mark.slow

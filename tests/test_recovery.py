@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from research.models import Document, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from research.models import Document, Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from tests.support.factories import running_research
 from workers.pipeline.heartbeat import Heartbeat
 from workers.pipeline.lifecycle import start_research
@@ -158,13 +158,54 @@ def test_lost_report_publish_and_stuck_report_are_retried(user, published, setti
     assert finished.pk != stuck.pk
 
 
-def test_research_past_token_budget_fails(running, settings) -> None:
-    settings.RESEARCH_TOKEN_BUDGET = 1000
-    Research.objects.filter(pk=running.pk).update(prompt_tokens=900, completion_tokens=200)
-    sweep()
+def test_research_past_token_budget_stops_with_its_report_handed_on(running, published) -> None:
+    # given a running research past its token budget, with a query still searching
+    Research.objects.filter(pk=running.pk).update(budget_tokens=1000, prompt_tokens=900, completion_tokens=200)
+    query = SerpQuery.objects.create(
+        research=running, depth=1, position=0, query="q", objective="o", status=QueryStatus.SEARCHING
+    )
+    # when the sweeper runs, twice
+    first = sweep()
+    second = sweep()
+    # then it stopped once: partial, the query cancelled, every query counted off, the report queued once
+    assert first == {"budget_stop": 1}
+    assert second == {}
     running.refresh_from_db()
-    assert running.status == ResearchStatus.FAILED
-    assert Document.objects.get(research=running, kind="error_output").stats["reason"] == "token_budget"
+    assert running.status == ResearchStatus.RUNNING
+    assert (running.partial, running.stop_reason, running.pending_queries) == (True, "budget_tokens", 0)
+    assert running.claimed_by == "queued"
+    query.refresh_from_db()
+    assert query.status == QueryStatus.CANCELLED
+    assert published == ["workers.tasks.write_report_task"]
+    event = Event.objects.get(research=running, type="budget_reached")
+    assert event.data == {"reason": "budget_tokens", "limit": 1000, "spent": 1100}
+    assert not Document.objects.filter(research=running).exists()
+
+
+def test_a_budget_stop_whose_worker_died_half_way_is_finished_by_the_sweeper(running, published) -> None:
+    # given a research marked stopped whose worker died before stopping its tree and handing the report on
+    Research.objects.filter(pk=running.pk).update(partial=True, stop_reason="budget_seconds")
+    website_query = SerpQuery.objects.create(
+        research=running, depth=1, position=0, query="q", objective="o", status=QueryStatus.SCRAPING
+    )
+    website = Website.objects.create(research=running, query=website_query, position=0, url="https://x.example/")
+    # when
+    assert sweep() == {"budget_stop": 1}
+    # then
+    running.refresh_from_db()
+    assert running.pending_queries == 0 and running.status == ResearchStatus.RUNNING
+    website.refresh_from_db()
+    assert website.status == WebsiteStatus.CANCELLED
+    assert published == ["workers.tasks.write_report_task"]
+
+
+def test_a_research_within_its_budgets_is_left_running(running, published) -> None:
+    Research.objects.filter(pk=running.pk).update(
+        budget_tokens=1000, budget_usd="0.5000", budget_seconds=3600, prompt_tokens=500, cost_usd="0.1"
+    )
+    assert "budget_stop" not in sweep()
+    running.refresh_from_db()
+    assert running.stop_reason == "" and not running.partial
 
 
 def expire_and_sweep(model: type, pk: object) -> dict[str, int]:

@@ -117,16 +117,17 @@ def start(request: HttpRequest) -> HttpResponse:
     data = json_body(request)
     breadth = int_field(data, "breadth", 1, settings.MAX_BREADTH)
     depth = int_field(data, "depth", 1, settings.MAX_DEPTH)
+    budget = data.get("budget")  # checked by the service (research/budgets.py)
     if data.get("research_id") is not None:
         research = own_research(request, data["research_id"])
         answers = [answer for _, answer in _answers(data, research)]
-        services.start_research(research, answers, breadth, depth)
+        services.start_research(research, answers, breadth, depth, budget)
     else:
         prompt = text_field(data, "prompt", settings.MAX_PROMPT_CHARS)
         answered = _questions_with_answers(data)
         with transaction.atomic():  # refused at the cap: the new research is not kept either
             research = services.create_with_answers(request.user, prompt, answered)
-            services.start_research(research, None, breadth, depth)
+            services.start_research(research, None, breadth, depth, budget)
     return JsonResponse({"research_id": str(research.pk)}, status=202)
 
 

@@ -27,6 +27,7 @@ import jsonschema
 import openai
 from django.conf import settings
 
+from research import budgets
 from research.models import CallOutcome
 from research.usage import record_call
 from workers.clients import ratelimit
@@ -66,6 +67,10 @@ class _Requests:
         research_id = _charged_research.get()
         if research_id is not None:  # calls outside a research (a client test, a benchmark) are not charged
             record_call(research_id, self.agent, self.model, prompt_tokens, completion_tokens, self.made, outcome)
+            if prompt_tokens or completion_tokens:
+                # The call that reaches a budget stops the research at once: no step starts after it, and the
+                # calls still in flight are all it can spend past the budget.
+                budgets.check(research_id)
 
 
 class InvalidOutputError(PermanentError):

@@ -1,14 +1,13 @@
-"""A research's start, and the budgets that may end it (cancel and critical failure: research/lifecycle.py)."""
+"""A research's start, and whether its steps may go on (cancel and critical failure: research/lifecycle.py; the
+budgets that stop it: research/budgets.py)."""
 
 import logging
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from research import dispatch
+from research import budgets, dispatch
 from research.dispatch import QUEUED
 from research.events import record_event
 from research.lifecycle import fail_research
@@ -52,28 +51,14 @@ def start_failed(research_id: Any, error: BaseException) -> None:
 
 
 def running_research(research_id: Any) -> Research | None:
-    """The research if work on it should go on: running and within its time budget; else None.
+    """The research if a new step of it should start: running, not stopped, within its budgets; else None.
 
-    A research found past its budget is failed here, so the budget holds even when nothing else notices.
+    A research found past a budget is stopped here (research/budgets.py), so the budget holds between sweeps.
     """
     research = Research.objects.filter(pk=research_id).first()
-    if research is None or research.status != ResearchStatus.RUNNING:
+    if research is None or research.status != ResearchStatus.RUNNING or research.stop_reason:
         return None
-    if research.started_at and timezone.now() - research.started_at > timedelta(seconds=settings.RESEARCH_TIME_BUDGET):
-        fail_research(
-            research.pk,
-            reason="time_budget",
-            what=f"The research ran past its time budget of {settings.RESEARCH_TIME_BUDGET} seconds.",
-            impact="Queries that had not finished were stopped; the report was not written.",
-        )
-        return None
-    spent = research.prompt_tokens + research.completion_tokens
-    if settings.RESEARCH_TOKEN_BUDGET and spent > settings.RESEARCH_TOKEN_BUDGET:
-        fail_research(
-            research.pk,
-            reason="token_budget",
-            what=f"The research used {spent} tokens, past its budget of {settings.RESEARCH_TOKEN_BUDGET}.",
-            impact="Queries that had not finished were stopped; the report was not written.",
-        )
+    if budgets.reached(research) is not None:
+        budgets.check(research.pk)
         return None
     return research

@@ -86,8 +86,9 @@ def _lock_parent(parent: SerpQuery | None, breadth: int) -> int | None:
 def _store(research: Research, parent: SerpQuery | None, planned: list, depth: int, offset: int) -> None:
     parent_id = parent.pk if parent is not None else None
     with research_transaction(research.pk):
-        # Cancelled or failed during the model call: its unfinished queries were stopped, so add none.
-        if not Research.objects.filter(pk=research.pk, status=ResearchStatus.RUNNING).exists():
+        # Cancelled, failed or stopped by a budget during the model call: its unfinished queries were stopped, so
+        # add none (a stopped research's pending count is zero, and must stay so).
+        if not Research.objects.filter(pk=research.pk, status=ResearchStatus.RUNNING, stop_reason="").exists():
             return
         if parent is not None:
             if not SerpQuery.objects.filter(pk=parent.pk, children_planned=False).update(children_planned=True):

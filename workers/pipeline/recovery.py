@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from research import dispatch
+from research import budgets, dispatch
 from research.dispatch import SWEEPER, WAITING
 from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, stop_unfinished
 from research.models import (
@@ -151,9 +151,16 @@ def _stop_ended(state: Sweep) -> None:
 
 
 def _check_budgets(state: Sweep) -> None:
-    """running_research fails a research past its time or token budget, even when no step of it runs."""
-    for research_id in Research.objects.filter(status=ResearchStatus.RUNNING).values_list("pk", flat=True):
-        lifecycle.running_research(research_id)
+    """Stop a research past its budget even when no step of it runs (its time budget, mostly), and finish the
+    stop of one whose worker died half-way through it."""
+    for research_id in budgets.half_stopped():
+        budgets.finish_stop(research_id)
+        state.done["budget_stop"] += 1
+    for research_id in Research.objects.filter(status=ResearchStatus.RUNNING, stop_reason="").values_list(
+        "pk", flat=True
+    ):
+        if budgets.check(research_id):
+            state.done["budget_stop"] += 1
 
 
 def _queued(state: Sweep) -> None:

@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from research import budgets
 from research.events import record_event
 from research.lifecycle import fail_research
 from research.models import (
@@ -89,6 +90,9 @@ def _write(research_id: str) -> None:
     markdown, stats = render_report(report, sources, page_texts)
     if research.engine == EXTRACTIVE:
         markdown = _offline_note(markdown)
+    if research.partial:
+        markdown = _partial_note(markdown, research, len(sources))
+        stats["stop_reason"] = research.stop_reason
     # The renderer admits no link to a page that was not analysed; should one slip through, it goes, not the report.
     analysed = [source.url for source in sources]
     markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, analysed)
@@ -136,6 +140,15 @@ def _offline_note(markdown: str) -> str:
         f"> Offline research: written by the extractive engine, without a language model, from {where}. "
         "Every sentence below is a sentence of the document it cites."
     )
+    return f"{title}\n\n{note}\n{rest}"
+
+
+def _partial_note(markdown: str, research: Research, pages: int) -> str:
+    """Say first, under the title, that a budget cut the research short, and what the report covers."""
+    title, _, rest = markdown.partition("\n")
+    covers = "the page" if pages == 1 else f"the {pages:,} pages"
+    budget = budgets.describe(research.stop_reason, research)
+    note = f"> Partial report: the research stopped when it reached its {budget}; it covers {covers} analysed by then."
     return f"{title}\n\n{note}\n{rest}"
 
 

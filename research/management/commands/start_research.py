@@ -27,6 +27,10 @@ class Command(BaseCommand):
             help="a follow-up question and its answer (repeatable)",
         )
         parser.add_argument("--wait", action="store_true", help="wait until the research ends")
+        # A budget (research/budgets.py); the server's defaults stand in for the ones not given.
+        parser.add_argument("--budget-seconds", type=int, default=None)
+        parser.add_argument("--budget-tokens", type=int, default=None)
+        parser.add_argument("--budget-usd", type=float, default=None)
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = get_user_model().objects.filter(username=options["user"]).first()
@@ -36,7 +40,8 @@ class Command(BaseCommand):
         try:
             with transaction.atomic():  # refused: the new research is not kept either
                 research = services.create_with_answers(user, options["prompt"], pairs)
-                services.start_research(research, None, options["breadth"], options["depth"])
+                budget = {key: options[f"budget_{key}"] for key in ("seconds", "tokens", "usd")}
+                services.start_research(research, None, options["breadth"], options["depth"], budget)
         except services.ServiceError as exc:
             raise CommandError(f"{exc.field or 'research'}: {exc.message}") from exc
         research_id = str(research.pk)

@@ -184,6 +184,14 @@ export function describeEvent(event) {
       return { tone: "fail", text: `Branch cancelled: ${d.query ?? ""}`, detail: `${plural((d.cancelled || []).length, "query", "queries")} stopped` };
     case "query_retried":
       return { tone: "info", text: `Retrying: ${d.query ?? ""}` };
+    case "budget_reached": {
+      const budgets = { budget_seconds: "time", budget_tokens: "token", budget_usd: "dollar" };
+      return {
+        tone: "info",
+        text: `Reached its ${budgets[d.reason] || ""} budget: stopping, and writing the report from what was analysed`,
+        detail: d.limit !== undefined ? `spent ${d.spent} of ${d.limit}` : "",
+      };
+    }
     default:
       return { tone: "info", text: String(event.type || "event") };
   }

@@ -1,4 +1,5 @@
 // One research: header, progress, the live log (query tree and events) and the report or error output.
+import { formatCost, formatTokens, partialText } from "./budget.js";
 import { ApiError, api, h, link, setSanitisedHtml, show } from "./dom.js";
 import {
   ACTIVE_STATUSES,
@@ -31,6 +32,9 @@ export class ResearchView {
       failed: $("#s-failed"),
       extracts: $("#s-extracts"),
       elapsed: $("#s-elapsed"),
+      tokens: $("#s-tokens"),
+      cost: $("#s-cost"),
+      partial: $("#r-partial"),
       bar: $("#progress-bar"),
       progress: $("#progress"),
       notice: $("#r-notice"),
@@ -75,6 +79,7 @@ export class ResearchView {
     this.currentTab = null;
     this.lastStatus = null;
     this.el.title.textContent = "Loading…";
+    show(this.el.partial, false);
     this.el.status.textContent = "";
     this.el.status.className = "badge";
     this.el.created.textContent = "";
@@ -146,12 +151,21 @@ export class ResearchView {
     this.el.prompt.textContent = r.prompt;
     this.renderQuestions(snapshot.questions);
     this.renderProgress(snapshot.progress, r);
+    this.renderUsage(r);
     this.renderTree(snapshot.queries);
     this.renderActions(r, snapshot);
     this.renderDocuments(snapshot);
     if (this.lastStatus !== r.status) this.onStatus(r);
     this.lastStatus = r.status;
     this.tick();
+  }
+
+  renderUsage(r) {
+    this.el.tokens.textContent = formatTokens(r.usage);
+    this.el.cost.textContent = formatCost(r.usage);
+    const partial = partialText(r);
+    this.el.partial.textContent = partial;
+    show(this.el.partial, Boolean(partial));
   }
 
   renderQuestions(questions) {

@@ -1,5 +1,6 @@
 // The start flow: prompt and number of follow-up questions, then answers, breadth and depth, then start.
 import { api, h, show } from "./dom.js";
+import { clearBudget, readBudget } from "./budget.js";
 import { queriesPerLevel, totalQueries } from "./lib.js";
 
 function clampInt(value, min, max) {
@@ -119,13 +120,14 @@ export class StartFlow {
         `Breadth must be 1 to ${this.limits.maxBreadth} and depth 1 to ${this.limits.maxDepth}.`,
       );
     }
+    const { budget, error } = readBudget(this.answersForm);
+    if (error) return this.error(this.answersForm, error);
     const answers = [...this.questions.querySelectorAll("textarea")].map((field) => field.value.trim());
     this.busy(this.startButton, true, "Starting…");
     try {
-      const answer = await api("/api/research/start", {
-        method: "POST",
-        body: { research_id: this.researchId, answers, breadth, depth },
-      });
+      const body = { research_id: this.researchId, answers, breadth, depth };
+      if (budget) body.budget = budget;
+      const answer = await api("/api/research/start", { method: "POST", body });
       const title = this.promptPreview.textContent;
       this.reset(true);
       this.onStarted(answer.research_id, title);
@@ -140,6 +142,7 @@ export class StartFlow {
     this.researchId = null;
     if (clearPrompt) this.prompt.value = "";
     this.questions.replaceChildren();
+    clearBudget(this.answersForm);
     show(this.answersForm, false);
     show(this.promptForm, true);
     this.error(this.promptForm, "");

@@ -1,0 +1,69 @@
+"""Budgets in the browser, on the real stack: the start form's budget fields, the live tokens and cost, and the
+banner of a research its budget stopped."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from research.models import Research, ResearchStatus
+from tests.support.logins import sign_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FINISH_TIMEOUT = 180_000
+# About a quarter of what a 3x3 research spends on the fake model (tests/test_engine_budgets.py).
+TOKEN_BUDGET = 18_000
+
+
+def test_budget_from_the_form_live_cost_and_partial_banner(
+    daphne, workers, research_model, fake_llm, user, open_page
+) -> None:
+    # given a model slow enough for the spending to be seen growing
+    fake_llm.delays = {"website_analysis": 0.3}
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice")
+    page.fill("#prompt", "How do heat pumps perform in Nordic winters?")
+    page.fill("#num-questions", "1")
+    page.click("#ask-button")
+    expect(page.locator("#questions textarea")).to_have_count(1)
+    page.fill("#answer-0", "Below -20 °C")
+    page.fill("#breadth", "3")
+    page.fill("#depth", "3")
+    # a budget that is no positive number is refused in the form, and nothing is started
+    page.fill("#budget-usd", "-1")
+    page.click("#start-button")
+    expect(page.locator("#answers-form .form-error")).to_have_text("Dollars budget must be a positive number.")
+    assert not Research.objects.exclude(status="awaiting_answers").exists()
+
+    # when alice starts it with a token budget
+    page.fill("#budget-usd", "")
+    page.fill("#budget-tokens", str(TOKEN_BUDGET))
+    page.click("#start-button")
+    page.wait_for_url(re.compile(r"/research/[0-9a-f-]{36}/$"))
+    research_id = page.url.rstrip("/").rsplit("/", 1)[-1]
+
+    # then the budget was sent and stored, the others left to the server's defaults
+    research = Research.objects.get(pk=research_id)
+    assert research.budget_tokens == TOKEN_BUDGET and research.budget_usd is None
+    # and the live view shows the tokens and the cost growing with the snapshot
+    tokens, cost = page.locator("#s-tokens"), page.locator("#s-cost")
+    page.wait_for_function("() => /^[0-9,]+$/.test(document.querySelector('#s-tokens').textContent)")
+    seen = int(tokens.inner_text().replace(",", ""))
+    page.wait_for_function(
+        "n => Number(document.querySelector('#s-tokens').textContent.replace(/,/g, '')) > n", arg=seen
+    )
+    expect(cost).to_have_text(re.compile(r"^\$[0-9]+\.[0-9]{2,4}$"))
+
+    # and once the budget stopped it, the finished research shows the partial banner above its report
+    expect(page.locator("#r-status")).to_have_text("Completed", timeout=FINISH_TIMEOUT)
+    expect(page.locator("#r-partial")).to_be_visible()
+    expect(page.locator("#r-partial")).to_have_text("Partial report — stopped at its token budget.")
+    expect(page.locator("#report-body blockquote").first).to_contain_text("Partial report: the research stopped")
+    research.refresh_from_db()
+    assert research.status == ResearchStatus.COMPLETED and research.partial
+    spent = research.prompt_tokens + research.completion_tokens
+    expect(tokens).to_have_text(f"{spent:,}")
+    expect(cost).to_have_text(f"${float(research.cost_usd):.4f}")
+    assert not watched.errors
