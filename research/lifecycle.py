@@ -30,7 +30,7 @@ from research.transactions import research_transaction
 
 log = logging.getLogger(__name__)
 
-UNFINISHED_QUERIES = [QueryStatus.PENDING, QueryStatus.SEARCHING, QueryStatus.SCRAPING]
+UNFINISHED_QUERIES = [QueryStatus.PENDING, QueryStatus.SEARCHING, QueryStatus.SCRAPING, QueryStatus.REVIEWING]
 UNFINISHED_WEBSITES = [WebsiteStatus.PENDING, WebsiteStatus.SCRAPING, WebsiteStatus.ANALYZING]
 CANCELLABLE = [*ACTIVE_STATUSES, ResearchStatus.DRAFT, ResearchStatus.AWAITING_ANSWERS]
 

@@ -32,6 +32,11 @@ ACTIVE_STATUSES = (ResearchStatus.QUEUED, ResearchStatus.RUNNING, ResearchStatus
 FINISHED_STATUSES = (ResearchStatus.COMPLETED, ResearchStatus.FAILED, ResearchStatus.CANCELLED)
 
 
+class ResearchMode(models.TextChoices):
+    FIXED = "fixed"  # every branch goes to `depth`: exact totals
+    ADAPTIVE = "adaptive"  # each branch is evaluated and goes deeper only while it needs to; `depth` is the maximum
+
+
 class Research(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="researches")
@@ -42,6 +47,13 @@ class Research(models.Model):
     breadth = models.PositiveSmallIntegerField(null=True, blank=True)
     depth = models.PositiveSmallIntegerField(null=True, blank=True)
     engine = models.CharField(max_length=20, default="llm", help_text="llm or extractive")
+    mode = models.CharField(max_length=10, choices=ResearchMode.choices, default=ResearchMode.FIXED)
+    # Adaptive mode: a branch stops on quality only from min_depth on, when its score reaches quality_threshold.
+    min_depth = models.PositiveSmallIntegerField(null=True, blank=True)
+    quality_threshold = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Rounds of gap-filling queries added by the research-level evaluation, and its last overall score.
+    gap_rounds = models.PositiveSmallIntegerField(default=0)
+    score = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
     # Last event sequence number handed out; incremented under the row lock so seqs have no gaps.
     last_event_seq = models.PositiveIntegerField(default=0)
@@ -111,6 +123,7 @@ class QueryStatus(models.TextChoices):
     PENDING = "pending"
     SEARCHING = "searching"
     SCRAPING = "scraping"  # websites found; waiting for them to be scraped and analysed
+    REVIEWING = "reviewing"  # websites all analysed or failed; memory update (and, adaptive, evaluation) under way
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -131,6 +144,18 @@ class SerpQuery(models.Model):
     children_planned = models.BooleanField(default=False)
     # Times the user retried this query; each retry plans its children anew, after the earlier ones.
     retries = models.PositiveSmallIntegerField(default=0)
+    # 0 for the initial queries; 1, 2, ... for the depth-1 branches a gap-filling round added (and their subtrees).
+    round = models.PositiveSmallIntegerField(default=0)
+    # The evaluator's judgement of the branch (adaptive mode): overall score 1-10, the four dimensions
+    # (completeness, depth, reliability, actionability), gaps and suggested directions, and what it decided.
+    score = models.FloatField(null=True, blank=True)
+    dimensions = models.JSONField(default=dict, blank=True)
+    gaps = models.JSONField(default=list, blank=True)
+    directions = models.JSONField(default=list, blank=True)
+    decision = models.CharField(max_length=10, blank=True, help_text="stop or continue")
+    decision_reason = models.CharField(
+        max_length=30, blank=True, help_text="threshold, diminishing_returns, max_depth or continue"
+    )
     # Lease: when and by which worker the current step was claimed; `attempts` counts the sweeper's re-queues.
     attempts = models.PositiveSmallIntegerField(default=0)
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -296,6 +321,9 @@ class EventType(models.TextChoices):
     BUDGET_REACHED = "budget_reached"
     QUERY_CANCELLED = "query_cancelled"
     QUERY_RETRIED = "query_retried"
+    QUERY_EVALUATED = "query_evaluated"
+    MEMORY_UPDATED = "memory_updated"
+    RESEARCH_EVALUATED = "research_evaluated"
 
 
 class Event(models.Model):
@@ -314,6 +342,40 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.type}"
+
+
+class MemoryKind(models.TextChoices):
+    INSIGHT = "insight"
+    GAP = "gap"  # an open question the research has not answered yet
+    CONTRADICTION = "contradiction"  # sources that disagree; rests on two or more websites
+
+
+class MemoryItem(models.Model):
+    """One item of a research's memory, resting on the analysed websites it names.
+
+    Items are only ever inserted (never rewritten from a read copy), one row each, and `key` (the normalised text)
+    is unique per research and kind: concurrent updates from many workers cannot lose or duplicate an item.
+    """
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="memory")
+    kind = models.CharField(max_length=20, choices=MemoryKind.choices)
+    text = models.TextField()
+    key = models.CharField(max_length=200)
+    query = models.ForeignKey(SerpQuery, on_delete=models.SET_NULL, null=True, blank=True, related_name="memory")
+    website_ids = models.JSONField(default=list, blank=True)
+    # A gap a later branch answered is closed (kept, for the record); open gaps feed planning first.
+    closed = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["research", "kind", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=MemoryKind.values), name="memory_kind_valid"),
+            models.UniqueConstraint(fields=["research", "kind", "key"], name="memory_key_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.text[:80]}"
 
 
 class CallOutcome(models.TextChoices):

@@ -16,6 +16,8 @@ from research.models import (
     Event,
     Extract,
     FollowUpQuestion,
+    MemoryItem,
+    MemoryKind,
     QueryStatus,
     Research,
     SerpQuery,
@@ -44,7 +46,7 @@ def research_summary(research: Research) -> dict[str, Any]:
 
 
 def build_snapshot(research_id: Any) -> dict[str, Any]:
-    """Load the research, its questions, queries, websites, extracts and documents: six queries in all."""
+    """Load the research, its questions, queries, websites, extracts, memory and documents: seven queries in all."""
     research = Research.objects.get(pk=research_id)
     questions = list(
         FollowUpQuestion.objects.filter(research_id=research.pk)
@@ -82,6 +84,7 @@ def build_snapshot(research_id: Any) -> dict[str, Any]:
         "research": _research(research),
         "questions": questions,
         "queries": _queries(query_rows, website_rows, extracts),
+        "memory": _memory(research),
         "report": _document(documents.get(DocumentKind.REPORT)),
         "report_versions": report_versions,
         "error_output": _document(documents.get(DocumentKind.ERROR_OUTPUT)),
@@ -97,6 +100,12 @@ QUERY_FIELDS = (
     "query",
     "objective",
     "retries",
+    "round",
+    "score",
+    "dimensions",
+    "gaps",
+    "decision",
+    "decision_reason",
     "status",
     "error",
     "created_at",
@@ -127,6 +136,11 @@ def _research(research: Research) -> dict[str, Any]:
         "breadth": research.breadth,
         "depth": research.depth,
         "engine": research.engine,
+        "mode": research.mode,
+        "min_depth": research.min_depth,
+        "quality_threshold": research.quality_threshold,
+        "gap_rounds": research.gap_rounds,
+        "score": research.score,
         "error": research.error,
         "last_event_seq": research.last_event_seq,
         "updated_at": _iso(research.updated_at),
@@ -166,6 +180,20 @@ def _queries(
         }
         for row in query_rows
     ]
+
+
+MEMORY_SECTIONS = {MemoryKind.INSIGHT: "insights", MemoryKind.GAP: "gaps", MemoryKind.CONTRADICTION: "contradictions"}
+
+
+def _memory(research: Research) -> dict[str, list[dict[str, Any]]]:
+    """Insights, open gaps and contradictions, oldest first; a gap a later branch answered is no longer listed."""
+    memory: dict[str, list[dict[str, Any]]] = {section: [] for section in MEMORY_SECTIONS.values()}
+    rows = MemoryItem.objects.filter(research_id=research.pk, closed=False).order_by("id")
+    for row in rows.values("id", "kind", "text", "query_id", "website_ids"):
+        memory[MEMORY_SECTIONS[row["kind"]]].append(
+            {"id": row["id"], "text": row["text"], "query_id": row["query_id"], "website_ids": row["website_ids"]}
+        )
+    return memory
 
 
 def _progress(

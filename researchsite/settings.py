@@ -244,7 +244,7 @@ COLLECTION_LINK_MAX_AGE = env_int("COLLECTION_LINK_MAX_AGE", 3600, minimum=60)
 LLM_MODEL = env_str("LLM_MODEL") or "gpt-4o-mini"
 LLM_AGENT_MODELS = {
     agent: env_str(f"LLM_MODEL_{agent.upper()}") or LLM_MODEL
-    for agent in ("prompt_analyzer", "query_generator", "website_analyzer", "report_writer")
+    for agent in ("prompt_analyzer", "query_generator", "website_analyzer", "report_writer", "evaluator", "memory")
 }
 # Dollars per million prompt (input) and completion (output) tokens. LLM_PRICES (JSON) adds models or replaces
 # these; a model missing here has an unknown cost, and a research using it cannot take a dollar budget.
@@ -285,6 +285,14 @@ SCRAPE_PDF_MAX_PAGES = env_int("SCRAPE_PDF_MAX_PAGES", 50, minimum=1)
 # --- Limits ---------------------------------------------------------------------------------------------
 MAX_BREADTH = env_int("MAX_BREADTH", 10, minimum=1, maximum=50)
 MAX_DEPTH = env_int("MAX_DEPTH", 5, minimum=1, maximum=10)
+
+# --- Adaptive research -----------------------------------------------------------------------------------
+# The score (1-10) at which an adaptive branch has answered its objective and stops (from its min_depth on).
+ADAPTIVE_QUALITY_THRESHOLD = env_int("ADAPTIVE_QUALITY_THRESHOLD", 7, minimum=1, maximum=10)
+# A branch whose score improved by less than this over its parent's stops: going deeper no longer pays.
+ADAPTIVE_MIN_IMPROVEMENT = env_float("ADAPTIVE_MIN_IMPROVEMENT", 0.5, minimum=0.0)
+# Rounds of gap-filling branches the research-level evaluation may add before the report.
+ADAPTIVE_MAX_GAP_ROUNDS = env_int("ADAPTIVE_MAX_GAP_ROUNDS", 2, minimum=0, maximum=10)
 MAX_FOLLOWUP_QUESTIONS = env_int("MAX_FOLLOWUP_QUESTIONS", 10, minimum=1, maximum=50)
 MAX_PROMPT_CHARS = env_int("MAX_PROMPT_CHARS", 10_000, minimum=100)
 MAX_ANSWER_CHARS = env_int("MAX_ANSWER_CHARS", 5_000, minimum=10)
