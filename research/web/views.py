@@ -23,6 +23,7 @@ def _shell(request: HttpRequest, research_id: str = "") -> HttpResponse:
         "limits": {
             "max_breadth": settings.MAX_BREADTH,
             "max_depth": settings.MAX_DEPTH,
+            "quality_threshold": settings.ADAPTIVE_QUALITY_THRESHOLD,
             "max_questions": settings.MAX_FOLLOWUP_QUESTIONS,
             "max_prompt_chars": settings.MAX_PROMPT_CHARS,
             "max_answer_chars": settings.MAX_ANSWER_CHARS,

@@ -36,6 +36,7 @@ export const STATUS_LABELS = {
   pending: "Pending",
   searching: "Searching",
   scraping: "Reading pages",
+  reviewing: "Reviewing",
   done: "Done",
   analyzing: "Analysing",
   analyzed: "Analysed",
@@ -184,6 +185,20 @@ export function describeEvent(event) {
       return { tone: "fail", text: `Branch cancelled: ${d.query ?? ""}`, detail: `${plural((d.cancelled || []).length, "query", "queries")} stopped` };
     case "query_retried":
       return { tone: "info", text: `Retrying: ${d.query ?? ""}` };
+    case "query_evaluated":
+      return {
+        tone: d.decision === "stop" ? "ok" : "info",
+        text: `Branch scored ${Number(d.score).toFixed(1)}/10: ${d.decision === "stop" ? "stops" : "goes deeper"}${d.decision_reason ? ` (${String(d.decision_reason).replace(/_/g, " ")})` : ""}`,
+        detail: (d.gaps || []).length ? `Gaps: ${d.gaps.join("; ")}` : "",
+      };
+    case "research_evaluated":
+      return {
+        tone: "info",
+        text: d.round_added
+          ? `Coverage scored ${Number(d.score).toFixed(1)}/10: adding gap-filling round ${d.round_added}`
+          : `Coverage scored ${Number(d.score).toFixed(1)}/10: writing the report`,
+        detail: (d.gaps || []).length ? `Gaps: ${d.gaps.join("; ")}` : "",
+      };
     case "budget_reached": {
       const budgets = { budget_seconds: "time", budget_tokens: "token", budget_usd: "dollar" };
       return {

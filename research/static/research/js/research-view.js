@@ -1,4 +1,5 @@
 // One research: header, progress, the live log (query tree and events) and the report or error output.
+import { evaluationNode, roundLabel, updateEvaluation } from "./adaptive.js";
 import { formatCost, formatTokens, partialText } from "./budget.js";
 import { ApiError, api, h, link, setSanitisedHtml, show } from "./dom.js";
 import {
@@ -260,6 +261,8 @@ export class ResearchView {
       const sig = JSON.stringify([
         query.status,
         query.error,
+        query.score,
+        query.decision,
         query.websites.map((w) => [w.id, w.status]),
         research && [research.status, research.stop_reason],
       ]);
@@ -280,6 +283,8 @@ export class ResearchView {
     const details = h("details", { class: "q-sites", open: true }, summary, sites);
     const children = h("ul", { class: "tree-children" });
     const actions = queryActions(this, query);
+    const evaluation = evaluationNode();
+    const round = roundLabel(query);
     const li = h(
       "li",
       { class: "q", dataset: { queryId: String(query.id), depth: String(query.depth) } },
@@ -291,17 +296,19 @@ export class ResearchView {
           { class: "q-head" },
           h("span", { class: "q-depth", text: `L${query.depth}`, title: `Depth ${query.depth}` }),
           h("span", { class: "q-text", text: query.query }),
+          round ? h("span", { class: "q-round", text: round, title: "Added by a gap-filling round" }) : null,
           status,
           actions.el,
         ),
         h("p", { class: "q-objective", text: query.objective }),
+        evaluation.el,
         error,
         details,
         counts,
       ),
       children,
     );
-    return { li, status, counts, error, sites, summary, details, children, actions, sig: null };
+    return { li, status, counts, error, sites, summary, details, children, actions, evaluation, sig: null };
   }
 
   updateQuery(node, query) {
@@ -311,6 +318,7 @@ export class ResearchView {
     node.error.textContent = query.error;
     show(node.error, Boolean(query.error));
     updateQueryActions(node.actions, query, this.snapshot && this.snapshot.research);
+    updateEvaluation(node.evaluation, query);
     const total = query.websites.length;
     const analysed = query.websites.filter((w) => w.status === "analyzed").length;
     const failed = query.websites.filter((w) => w.status === "failed").length;

@@ -1,5 +1,6 @@
 // The start flow: prompt and number of follow-up questions, then answers, breadth and depth, then start.
 import { api, h, show } from "./dom.js";
+import { clearMode, readMode, syncModeFields } from "./adaptive.js";
 import { clearBudget, readBudget } from "./budget.js";
 import { queriesPerLevel, totalQueries } from "./lib.js";
 
@@ -37,6 +38,7 @@ export class StartFlow {
     });
     root.querySelector("#back-button").addEventListener("click", () => this.reset(false));
     for (const input of [this.breadth, this.depth]) input.addEventListener("input", () => this.updatePlan());
+    root.querySelector("#mode").addEventListener("change", () => this.updatePlan());
     this.prompt.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.metaKey || event.ctrlKey)) this.promptForm.requestSubmit();
     });
@@ -104,7 +106,8 @@ export class StartFlow {
       return;
     }
     const total = totalQueries(breadth, depth);
-    this.planTotal.textContent = String(total);
+    // Adaptive: the tree is the most it may run; branches that are good enough stop early.
+    this.planTotal.textContent = syncModeFields(this.answersForm) ? `up to ${total}` : String(total);
     const levels = queriesPerLevel(breadth, depth);
     this.planLevels.textContent =
       levels.length > 1 ? `${levels.join(" + ")} across ${levels.length} levels` : "one level";
@@ -122,10 +125,12 @@ export class StartFlow {
     }
     const { budget, error } = readBudget(this.answersForm);
     if (error) return this.error(this.answersForm, error);
+    const mode = readMode(this.answersForm, depth);
+    if (mode.error) return this.error(this.answersForm, mode.error);
     const answers = [...this.questions.querySelectorAll("textarea")].map((field) => field.value.trim());
     this.busy(this.startButton, true, "Starting…");
     try {
-      const body = { research_id: this.researchId, answers, breadth, depth };
+      const body = { research_id: this.researchId, answers, breadth, depth, ...mode.fields };
       if (budget) body.budget = budget;
       const answer = await api("/api/research/start", { method: "POST", body });
       const title = this.promptPreview.textContent;
@@ -143,6 +148,7 @@ export class StartFlow {
     if (clearPrompt) this.prompt.value = "";
     this.questions.replaceChildren();
     clearBudget(this.answersForm);
+    clearMode(this.answersForm);
     show(this.answersForm, false);
     show(this.promptForm, true);
     this.error(this.promptForm, "");
