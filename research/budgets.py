@@ -28,7 +28,7 @@ from research.events import record_event
 from research.lifecycle import stop_unfinished
 from research.models import EventType, Research, ResearchStatus
 from research.transactions import research_transaction
-from research.usage import unpriced_models
+from research.usage import MILLION, price_of, unpriced_models
 
 log = logging.getLogger(__name__)
 
@@ -129,11 +129,25 @@ def reached(research: Research) -> tuple[str, Any, Any] | None:
     return None
 
 
+BUDGET_FIELDS = (
+    "status",
+    "stop_reason",
+    "started_at",
+    "budget_seconds",
+    "budget_tokens",
+    "budget_usd",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+)
+
+
 def check(research_id: Any) -> bool:
     """Stop the research if it is running and has reached a budget; True if it is stopped (now or before)."""
     if connection.in_atomic_block:
         return False  # the stop's lock order needs transactions of its own; the next step's check will do
-    research = Research.objects.filter(pk=research_id).first()
+    # Only what the budgets read: this runs before and after every model request.
+    research = Research.objects.filter(pk=research_id).only(*BUDGET_FIELDS).first()
     if research is None or research.status != ResearchStatus.RUNNING:
         return False
     if research.stop_reason:
@@ -177,6 +191,26 @@ def half_stopped() -> list[Any]:
     """Running researches marked stopped whose tree was not stopped or report not handed on (a worker died)."""
     rows = Research.objects.filter(status=ResearchStatus.RUNNING, pending_queries__gt=0).exclude(stop_reason="")
     return list(rows.values_list("pk", flat=True))
+
+
+# The report is written after a stop, with what is left of the budget: its completion is expected to take about
+# this many tokens, held back from what its sources may take; and however little is left, the sources may take
+# this many, so that the report can still say something (spending that much past the budget).
+REPORT_COMPLETION_TOKENS = 2000
+MIN_REPORT_TOKENS = 1000
+
+
+def report_prompt_tokens(research: Research) -> int:
+    """Tokens the report writer's sources may take: REPORT_TOKEN_BUDGET, or less when a budget has less left."""
+    allowed = settings.REPORT_TOKEN_BUDGET
+    if research.budget_tokens:
+        spent = research.prompt_tokens + research.completion_tokens
+        allowed = min(allowed, research.budget_tokens - spent - REPORT_COMPLETION_TOKENS)
+    price = price_of(settings.LLM_AGENT_MODELS["report_writer"])
+    if research.budget_usd is not None and price is not None and price[0] > 0:
+        left = research.budget_usd - research.cost_usd - price[1] * REPORT_COMPLETION_TOKENS / MILLION
+        allowed = min(allowed, int(left * MILLION / price[0]))
+    return max(MIN_REPORT_TOKENS, allowed)
 
 
 REASON_WORDS = {SECONDS: "time budget", TOKENS: "token budget", USD: "dollar budget"}

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 
+from research import budgets
 from research.models import Research
 
 # Transactional, so on_commit hooks (where tasks are queued) really run: "nothing queued" can fail.
@@ -87,3 +88,24 @@ def test_budget_is_stored_and_defaults_fill_in(api, published, settings) -> None
     snapshot = api.get(f"/api/research/{research.pk}").json()
     assert snapshot["research"]["budget"] == {"seconds": 600, "tokens": None, "usd": 2.5}
     assert snapshot["research"]["partial"] is False and snapshot["research"]["stop_reason"] == ""
+
+
+def test_the_report_takes_what_is_left_of_a_budget(settings) -> None:
+    # given a report writer at $0.15 / $0.60 per million tokens and a 60,000-token report allowance
+    settings.LLM_AGENT_MODELS = {**settings.LLM_AGENT_MODELS, "report_writer": "m"}
+    settings.LLM_PRICES = {"m": (0.15, 0.60)}
+    settings.REPORT_TOKEN_BUDGET = 60_000
+    research = Research(prompt_tokens=10_000, completion_tokens=2_000, cost_usd=Decimal("0.002"))
+    # no budget: the whole allowance
+    assert budgets.report_prompt_tokens(research) == 60_000
+    # tokens: what is left, less the completion's share
+    research.budget_tokens = 20_000
+    assert budgets.report_prompt_tokens(research) == 20_000 - 12_000 - budgets.REPORT_COMPLETION_TOKENS
+    # dollars: what is left, less the completion's price, at the prompt price
+    research.budget_tokens = None
+    research.budget_usd = Decimal("0.005")
+    completion = Decimal("0.60") * budgets.REPORT_COMPLETION_TOKENS / 1_000_000
+    assert budgets.report_prompt_tokens(research) == int((Decimal("0.003") - completion) * 1_000_000 / Decimal("0.15"))
+    # nothing left: still enough for a report that says something
+    research.cost_usd = Decimal("0.005")
+    assert budgets.report_prompt_tokens(research) == budgets.MIN_REPORT_TOKENS

@@ -33,7 +33,7 @@ from research.usage import record_call
 from workers.clients import ratelimit
 from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.clients.deadline import call_within, expiry, time_left
-from workers.errors import DeadlineExceeded, PermanentError, TransientError
+from workers.errors import DeadlineExceeded, PermanentError, ResearchStopped, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,16 @@ class _Requests:
     agent: str
     model: str
     made: int = 0
+
+    def admit(self) -> None:
+        """Before each request: a research stopped by its budget (now or before) makes no more calls.
+
+        A step that passed its start check before the stop, or is retrying, would otherwise still spend: checking
+        at each request leaves only the requests already sent as spending past the budget.
+        """
+        research_id = _charged_research.get()
+        if research_id is not None and budgets.check(research_id):
+            raise ResearchStopped(f"research {research_id} reached its budget")
 
     def record(self, outcome: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
         self.made += 1
@@ -133,6 +143,7 @@ def _create(
         ratelimit.wait_for_rate_until(
             f"llm:{urlparse(settings.OPENAI_BASE_URL).netloc}", settings.LLM_RATE_LIMIT, expires_at, "LLM call"
         )
+        requests.admit()
         # Each attempt gets LLM_TIMEOUT, or what is left of the deadline; the openai package's timeout is per read.
         seconds = min(settings.LLM_TIMEOUT, time_left(expires_at, "LLM call"))
         try:

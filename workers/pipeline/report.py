@@ -75,7 +75,7 @@ def _write(research_id: str) -> None:
         .order_by("position")
         .values_list("objective", flat=True)
     )
-    sources, page_texts = collect_sources(research_id)
+    sources, page_texts = collect_sources(research_id, budgets.report_prompt_tokens(research))
     if not sources:
         fail_research(
             research_id,
@@ -161,8 +161,8 @@ def report_failed(research_id: str, error: BaseException) -> None:
     )
 
 
-def collect_sources(research_id: Any) -> tuple[list[SourceNote], dict[str, PageText]]:
-    """One numbered source per analysed page with extracts, trimmed to the report's token budget."""
+def collect_sources(research_id: Any, max_tokens: int) -> tuple[list[SourceNote], dict[str, PageText]]:
+    """One numbered source per analysed page with extracts, trimmed to `max_tokens`."""
     rows = (
         Extract.objects.filter(research_id=research_id)
         .order_by("website__query__depth", "website__query_id", "website__position", "position")
@@ -175,7 +175,7 @@ def collect_sources(research_id: Any) -> tuple[list[SourceNote], dict[str, PageT
             note = by_url[url] = SourceNote(number=len(by_url) + 1, url=url, title=title)
         note.findings.append((fact, quote))
     sources = list(by_url.values())
-    _trim(sources, settings.REPORT_TOKEN_BUDGET * CHARS_PER_TOKEN)
+    _trim(sources, max_tokens * CHARS_PER_TOKEN)
     texts = dict(
         Page.objects.filter(research_id=research_id, url__in=by_url, status=PageStatus.FETCHED).values_list(
             "url", "text"
