@@ -4,7 +4,7 @@
 - website analyzer: facts whose quotes are real sentences of the page it was shown;
 - report writer: sections citing the numbered sources it was given, with their quotes;
 - memory agent: an insight per website it was shown (citing its id), a gap for the branch's objective, a
-  contradiction between the first two websites when it was shown two or more, and the first open gap answered.
+  contradiction between the first two websites when it was shown two or more, and another branch's gap answered.
 `fabricate=True` adds a fabricated URL, source number and quote to every answer, to prove they are dropped.
 """
 
@@ -23,7 +23,7 @@ _DEPTH_LINE = re.compile(r"^Depth (\d+) query: (.+)$", re.MULTILINE)
 _SOURCE_LINE = re.compile(r"^\[(\d+)\] (\S+) — ", re.MULTILINE)
 _FINDING_LINE = re.compile(r'^  - (.*) \(quote: "(.*)"\)$', re.MULTILINE)
 _WEBSITE_LINE = re.compile(r"^\[website (\d+)\] \S+ — ", re.MULTILINE)
-_GAP_LINE = re.compile(r"^  \[gap (\d+)\] ", re.MULTILINE)
+_GAP_LINE = re.compile(r"^  \[gap (\d+)\] (.*)$", re.MULTILINE)
 _OBJECTIVE_LINE = re.compile(r"^Objective of this branch:\n(.+)$", re.MULTILINE)
 _SENTENCE = re.compile(r"[^.!?\n]{20,}[.!?]")
 # The analyzer's fenced page: marker lines with a token of their own, then URL and title lines, a blank line, text.
@@ -132,6 +132,8 @@ class ResearchModel:
                 }
             )
         objective = _OBJECTIVE_LINE.search(text)
-        gaps = [{"text": f"Still unmeasured: {objective.group(1).strip()}"}] if objective else []
-        answered = [int(n) for n in _GAP_LINE.findall(text)[:1]]
+        own_gap = f"Still unmeasured: {objective.group(1).strip()}" if objective else ""
+        gaps = [{"text": own_gap}] if own_gap else []
+        # A branch answers an earlier branch's gap, never the one it leaves open itself.
+        answered = [int(n) for n, gap in _GAP_LINE.findall(text) if gap != own_gap][:1]
         return {"insights": insights, "gaps": gaps, "contradictions": contradictions, "answered_gaps": answered}

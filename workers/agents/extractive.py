@@ -367,7 +367,7 @@ def _title(prompt: str) -> str:
 MAX_MEMORY_INSIGHTS = 24
 MAX_CONTRADICTIONS = 5
 # Two findings are about the same thing when they share this many content terms besides numbers.
-MIN_SHARED_TERMS = 2
+MIN_SHARED_TERMS = 3
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _GAP_TEMPLATE = "What do the sources state about {phrase}?"
 _GAP_FORM = re.compile(r"^What do the sources state about (.+)\?$")
@@ -413,8 +413,8 @@ def _wanted(text: str) -> set[str]:
 
 
 def _contradictions(findings: list[tuple[int, str]], bags: list[set[str]]) -> list[Note]:
-    """Pairs of findings from different pages that share content terms and give disjoint sets of figures: the
-    pages measured the same thing differently (or measured different things alike: the reader checks both)."""
+    """Pairs of findings from different pages that share content terms and each give a figure the other does not:
+    the pages measured the same thing differently (or measured different things alike: the reader checks both)."""
     numbers = [set(_NUMBER.findall(fact)) for _, fact in findings]
     found: list[Note] = []
     pairs: set[tuple[int, int]] = set()
@@ -425,7 +425,7 @@ def _contradictions(findings: list[tuple[int, str]], bags: list[set[str]]) -> li
             if first_id == second_id or pair in pairs or not numbers[i] or not numbers[j]:
                 continue
             shared = bags[i] & bags[j]
-            if len(shared) < MIN_SHARED_TERMS or numbers[i] & numbers[j]:
+            if len(shared) < MIN_SHARED_TERMS or numbers[i] <= numbers[j] or numbers[j] <= numbers[i]:
                 continue
             pairs.add(pair)
             about = distinct([w for w in words(first) if is_content_word(w) and stem(w.lower()) in shared])[:4]
