@@ -184,6 +184,15 @@ export function describeEvent(event) {
       return { tone: "fail", text: `Branch cancelled: ${d.query ?? ""}`, detail: `${plural((d.cancelled || []).length, "query", "queries")} stopped` };
     case "query_retried":
       return { tone: "info", text: `Retrying: ${d.query ?? ""}` };
+    case "memory_updated": {
+      const added = [
+        plural(d.insights ?? 0, "insight"),
+        plural(d.gaps ?? 0, "open question"),
+        plural(d.contradictions ?? 0, "contradiction"),
+      ];
+      const closed = d.closed ? `; ${plural(d.closed, "question")} answered` : "";
+      return { tone: "ok", text: `Memory updated: ${added.join(", ")}${closed}` };
+    }
     case "budget_reached": {
       const budgets = { budget_seconds: "time", budget_tokens: "token", budget_usd: "dollar" };
       return {
