@@ -26,6 +26,7 @@ from research.models import (
     WebsiteStatus,
 )
 from research.snapshot import build_snapshot
+from tests.support.e2e import start_research, wait_finished
 from tests.support.snapshot_schema import validate_snapshot
 from workers.agents import extractive
 from workers.agents.memory_agent import KnownMemory, MemorySource
@@ -278,3 +279,23 @@ def test_report_cites_both_sides_of_a_contradiction(db, user, research_model, fa
         assert re.search(rf"^{number}\. \[", sources_block, re.MULTILINE)
     analysed = set(Website.objects.filter(research=research, status="analyzed").values_list("url", flat=True))
     assert set(cited_urls(markdown, analysed)) <= analysed
+
+
+def test_memory_of_a_real_research_rests_on_its_analysed_websites(api, workers, research_model) -> None:
+    # given a research run by the worker processes (until the review step calls it, memory is asked for here)
+    research = wait_finished(start_research(api, 2, 2))
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    # when each finished query is remembered
+    for query_id in SerpQuery.objects.filter(research=research, status=QueryStatus.DONE).values_list("pk", flat=True):
+        remember(query_id)
+    # then insights exist, every item rests on analysed websites of this research, a contradiction on two or more
+    analysed = set(Website.objects.filter(research=research, status="analyzed").values_list("pk", flat=True))
+    items = list(MemoryItem.objects.filter(research=research))
+    assert any(item.kind == MemoryKind.INSIGHT for item in items)
+    assert all(set(item.website_ids) <= analysed for item in items)
+    assert all(item.website_ids for item in items if item.kind != MemoryKind.GAP)
+    contradictions = [item for item in items if item.kind == MemoryKind.CONTRADICTION]
+    assert contradictions and all(len(set(item.website_ids)) >= 2 for item in contradictions)
+    snapshot = build_snapshot(str(research.pk))
+    validate_snapshot(snapshot)
+    assert len(snapshot["memory"]["insights"]) == sum(item.kind == MemoryKind.INSIGHT for item in items)
