@@ -16,6 +16,7 @@ from research.models import (
     Extract,
     FollowUpQuestion,
     LlmCall,
+    MemoryItem,
     Page,
     Research,
     SerpQuery,
@@ -57,6 +58,14 @@ class ExtractInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+class MemoryInline(ReadOnlyInline):
+    """The research's memory on its page: what it learned, what is open, where sources disagree."""
+
+    model = MemoryItem
+    fields = ("kind", "text", "website_ids", "query", "closed", "created_at")
+    readonly_fields = fields
+
+
 @admin.register(Research)
 class ResearchAdmin(admin.ModelAdmin):
     list_display = (
@@ -86,7 +95,7 @@ class ResearchAdmin(admin.ModelAdmin):
         "finished_at",
     )
     date_hierarchy = "created_at"
-    inlines = [QuestionInline, QueryInline]
+    inlines = [QuestionInline, QueryInline, MemoryInline]
 
     @admin.display(description="cost", ordering="cost_usd")
     def cost(self, research: Research) -> str:
@@ -149,6 +158,23 @@ class DocumentAdmin(admin.ModelAdmin):
     list_display = ("research", "kind", "created_at")
     list_filter = ("kind",)
     raw_id_fields = ("research",)
+
+
+@admin.register(MemoryItem)
+class MemoryItemAdmin(admin.ModelAdmin):
+    """Memory items are only ever inserted by the memory step (workers/pipeline/memory.py): read-only here."""
+
+    list_display = ("text", "kind", "research", "closed", "website_ids", "created_at")
+    list_filter = ("kind", "closed")
+    search_fields = ("text", "research__id", "research__title")
+    list_select_related = ("research",)
+    readonly_fields = ("research", "kind", "text", "key", "query", "website_ids", "closed", "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Event)

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.utils.timezone import now
 
-from research.models import CollectionDocument, Event, LlmCall, Page, Research
+from research.models import CollectionDocument, Event, LlmCall, MemoryItem, Page, Research, Website
 from tests.support.factories import build_tree
 
 pytestmark = pytest.mark.django_db
@@ -19,6 +19,7 @@ def test_every_admin_page_loads(client, django_user_model) -> None:
     superuser = django_user_model.objects.create_superuser("root", "root@example.com", "pw-long-enough-42")
     research = build_tree(superuser, breadth=2, depth=2, websites_per_query=2)
     Event.objects.create(research=research, seq=1, type="research_started", data={})
+    MemoryItem.objects.create(research=research, kind="insight", text="Insight.", key="insight", website_ids=[1])
     Group.objects.create(name="operators")
     call(research, tokens=100, usd="0.01")
     CollectionDocument.objects.create(
@@ -115,3 +116,30 @@ def test_user_admin_shows_spending_over_the_day_and_in_all(client, django_user_m
     assert (rows["root"].spent_tokens, rows["root"].spent_usd) == (0, 0)
     page = response.content.decode()
     assert "$0.1000" in page and "$2.1000" in page and "Tokens (24 h)" in page
+
+
+def test_memory_items_are_listed_by_research_kind_and_state_and_read_only(client, django_user_model) -> None:
+    # given a research with an insight, an open gap and a closed one, on an analysed website
+    superuser = django_user_model.objects.create_superuser("root", "root@example.com", "pw-long-enough-42")
+    research = build_tree(superuser, breadth=1, depth=1, websites_per_query=1)
+    website = Website.objects.get(research=research)
+    insight = MemoryItem.objects.create(
+        research=research,
+        kind="insight",
+        text="Tokamaks lose heat.",
+        key="tokamaks lose heat",
+        website_ids=[website.pk],
+    )
+    MemoryItem.objects.create(research=research, kind="gap", text="Open gap on tritium.", key="open gap on tritium")
+    MemoryItem.objects.create(research=research, kind="gap", text="Closed gap.", key="closed gap", closed=True)
+    client.force_login(superuser)
+    # when
+    listing = client.get("/admin/research/memoryitem/", {"kind__exact": "gap", "closed__exact": "0"}).content.decode()
+    page = client.get(f"/admin/research/research/{research.pk}/change/").content.decode()
+    # then
+    assert "Open gap on tritium." in listing and "Closed gap." not in listing and "Tokamaks" not in listing
+    assert "Tokamaks lose heat." in page and "Open gap on tritium." in page
+    assert client.get("/admin/research/memoryitem/add/").status_code == 403
+    client.post(f"/admin/research/memoryitem/{insight.pk}/change/", {"text": "changed"})
+    insight.refresh_from_db()
+    assert insight.text == "Tokamaks lose heat."

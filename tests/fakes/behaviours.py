@@ -2,7 +2,9 @@
 
 - query generator: distinct queries named after their parent (`<parent> / <k>`), top level named by `top_names`;
 - website analyzer: facts whose quotes are real sentences of the page it was shown;
-- report writer: sections citing the numbered sources it was given, with their quotes.
+- report writer: sections citing the numbered sources it was given, with their quotes;
+- memory agent: an insight per website it was shown (citing its id), a gap for the branch's objective, a
+  contradiction between the first two websites when it was shown two or more, and another branch's gap answered.
 `fabricate=True` adds a fabricated URL, source number and quote to every answer, to prove they are dropped.
 """
 
@@ -20,6 +22,9 @@ _COUNT = re.compile(r"Write exactly (\d+) search queries")
 _DEPTH_LINE = re.compile(r"^Depth (\d+) query: (.+)$", re.MULTILINE)
 _SOURCE_LINE = re.compile(r"^\[(\d+)\] (\S+) — ", re.MULTILINE)
 _FINDING_LINE = re.compile(r'^  - (.*) \(quote: "(.*)"\)$', re.MULTILINE)
+_WEBSITE_LINE = re.compile(r"^\[website (\d+)\] \S+ — ", re.MULTILINE)
+_GAP_LINE = re.compile(r"^  \[gap (\d+)\] (.*)$", re.MULTILINE)
+_OBJECTIVE_LINE = re.compile(r"^Objective of this branch:\n(.+)$", re.MULTILINE)
 _SENTENCE = re.compile(r"[^.!?\n]{20,}[.!?]")
 # The analyzer's fenced page: marker lines with a token of their own, then URL and title lines, a blank line, text.
 _FENCED_PAGE = re.compile(r"^<<<PAGE-(\w+)>>>\n.*?\n\n(.*)\n<<<END-PAGE-\1>>>$", re.MULTILINE | re.DOTALL)
@@ -49,6 +54,7 @@ class ResearchModel:
         self.llm.handlers["serp_queries"] = self.queries
         self.llm.handlers["website_analysis"] = self.analysis
         self.llm.handlers["research_report"] = self.report
+        self.llm.handlers["memory_update"] = self.memory
         return self
 
     def _count(self, text: str, schema: dict[str, Any]) -> int:
@@ -109,3 +115,25 @@ class ResearchModel:
             )
             summary.append({"text": "An invented source supports this.", "sources": [999], "quotes": []})
         return {"title": REPORT_TITLE, "summary": summary, "sections": sections}
+
+    def memory(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        text = _user_text(body)
+        ids = [int(n) for n in _WEBSITE_LINE.findall(text)]
+        blocks = re.split(r"^\[website \d+\] ", text, flags=re.MULTILINE)[1:]
+        facts = {n: _FINDING_LINE.findall(block) for n, block in zip(ids, blocks, strict=False)}
+        insights = [{"text": f"Insight: {facts[n][0][0]}", "website_ids": [n]} for n in ids if facts.get(n)]
+        contradictions = []
+        if len(ids) >= 2:
+            first, second = ids[0], ids[1]
+            contradictions.append(
+                {
+                    "text": f"Website {first} and website {second} report different figures for the same measure.",
+                    "website_ids": [first, second],
+                }
+            )
+        objective = _OBJECTIVE_LINE.search(text)
+        own_gap = f"Still unmeasured: {objective.group(1).strip()}" if objective else ""
+        gaps = [{"text": own_gap}] if own_gap else []
+        # A branch answers an earlier branch's gap, never the one it leaves open itself.
+        answered = [int(n) for n, gap in _GAP_LINE.findall(text) if gap != own_gap][:1]
+        return {"insights": insights, "gaps": gaps, "contradictions": contradictions, "answered_gaps": answered}

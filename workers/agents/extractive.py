@@ -1,9 +1,11 @@
 """The extractive engine: research without a language model.
 
-Same four functions, signatures and return shapes as the LLM agents (token counts are 0), so the pipeline runs
+Same functions, signatures and return shapes as the LLM agents (token counts are 0), so the pipeline runs
 unchanged. Questions and queries are built from the request's key phrases; a page's findings are its own
 sentences that best match the query and objective (BM25), each quoted verbatim; the report is those sentences,
-grouped by objective, each citing the page it came from. Nothing in a report is written by the engine except the
+grouped by objective, each citing the page it came from. The memory's insights are a branch's findings, its gaps
+what the objective names that no finding mentions, its contradictions findings of two pages on the same terms
+that give different figures. Nothing in a report is written by the engine except the
 title and the headings: every sentence is a real document's.
 """
 
@@ -13,9 +15,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from research.text.lexical import BM25, counts, is_prose, key_phrases, sentences, terms, weighted_terms
+from research.memory import memory_key
+from research.text.lexical import (
+    BM25,
+    counts,
+    is_content_word,
+    is_prose,
+    key_phrases,
+    sentences,
+    stem,
+    terms,
+    weighted_terms,
+    words,
+)
 from research.text.quotes import is_quotable
 from workers.agents.common import distinct
+from workers.agents.memory_agent import KnownMemory, MemorySource, MemoryUpdate, Note
 from workers.agents.query_generator import Ancestor, PlannedQuery
 from workers.agents.report_writer import SourceNote
 from workers.agents.website_analyzer import Finding
@@ -347,3 +362,78 @@ def _title(prompt: str) -> str:
     if prompt.strip().endswith("?") and not first.endswith(("?", "…")):
         first = first.rstrip(".!,") + "?"
     return first[:1].upper() + first[1:]
+
+
+MAX_MEMORY_INSIGHTS = 24
+MAX_CONTRADICTIONS = 5
+# Two findings are about the same thing when they share this many content terms besides numbers.
+MIN_SHARED_TERMS = 3
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_GAP_TEMPLATE = "What do the sources state about {phrase}?"
+_GAP_FORM = re.compile(r"^What do the sources state about (.+)\?$")
+
+
+def update_memory(
+    prompt: str, objective: str, sources: list[MemorySource], known: KnownMemory
+) -> tuple[MemoryUpdate, int, int]:
+    """What a branch adds to the memory, without a model: its findings as insights, what its objective names
+    that no finding mentions as gaps, and findings of two pages on the same terms with different figures as
+    contradictions. Open gaps every term of which a finding mentions are answered."""
+    findings = [(source.website_id, fact) for source in sources for fact, _quote in source.findings if fact.strip()]
+    bags = [set(terms(fact)) for _, fact in findings]
+    insights: dict[str, Note] = {}
+    for website_id, fact in findings:
+        text = " ".join(fact.split())
+        note = insights.get(memory_key(text))
+        ids = [website_id] if note is None else sorted({*note.website_ids, website_id})
+        insights[memory_key(text)] = Note(text, ids)
+    match = _OBJECTIVE_FORM.match(objective.strip())
+    subject = match.group(1) if match else objective
+    gaps = [
+        _GAP_TEMPLATE.format(phrase=phrase)
+        for phrase in key_phrases(subject, limit=5)
+        if _wanted(phrase) and not any(_wanted(phrase) <= bag for bag in bags)
+    ]
+    answered = [
+        pk
+        for pk, text in known.gaps
+        if (wanted := _wanted(_GAP_FORM.sub(r"\1", text))) and any(wanted <= bag for bag in bags)
+    ]
+    update = MemoryUpdate(
+        insights=list(insights.values())[:MAX_MEMORY_INSIGHTS],
+        gaps=distinct(gaps),
+        contradictions=_contradictions(findings, bags),
+        answered_gaps=answered,
+    )
+    return update, 0, 0
+
+
+def _wanted(text: str) -> set[str]:
+    return set(terms(text)) - _OBJECTIVE_WORDS
+
+
+def _contradictions(findings: list[tuple[int, str]], bags: list[set[str]]) -> list[Note]:
+    """Pairs of findings from different pages that share content terms and each give a figure the other does not:
+    the pages measured the same thing differently (or measured different things alike: the reader checks both)."""
+    numbers = [set(_NUMBER.findall(fact)) for _, fact in findings]
+    found: list[Note] = []
+    pairs: set[tuple[int, int]] = set()
+    for i, (first_id, first) in enumerate(findings):
+        for j in range(i + 1, len(findings)):
+            second_id, second = findings[j]
+            pair = (min(first_id, second_id), max(first_id, second_id))
+            if first_id == second_id or pair in pairs or not numbers[i] or not numbers[j]:
+                continue
+            shared = bags[i] & bags[j]
+            if len(shared) < MIN_SHARED_TERMS or numbers[i] <= numbers[j] or numbers[j] <= numbers[i]:
+                continue
+            pairs.add(pair)
+            about = distinct([w for w in words(first) if is_content_word(w) and stem(w.lower()) in shared])[:4]
+            text = (
+                f"The sources give different figures about {' '.join(about)}: "
+                f"“{' '.join(first.split())}” versus “{' '.join(second.split())}”"
+            )
+            found.append(Note(text, list(pair)))
+            if len(found) == MAX_CONTRADICTIONS:
+                return found
+    return found

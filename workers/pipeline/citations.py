@@ -3,7 +3,9 @@
 A citation holds when its number is one of the research's analysed pages; a quote holds when it occurs in the
 cited page's stored text. A sentence left with no valid citation is dropped: every sentence must cite. URLs the
 model wrote into the text itself are removed, and a last pass over the markdown removes any link that is not an
-analysed page. Everything dropped is counted in the stats. Links are written with `research/text/links.py`, so a
+analysed page. Everything dropped is counted in the stats. The research memory's contradictions and open gaps
+follow the model's sections in a section of their own, rendered here rather than by the model, each contradiction
+citing every page it names in the report's own citation format. Links are written with `research/text/links.py`, so a
 URL holding `)`, spaces or `<` stays one link.
 """
 
@@ -114,8 +116,23 @@ class _Renderer:
         return rendered
 
 
+MEMORY_HEADING = "Contradictions and open questions"
+
+
+@dataclass(frozen=True)
+class MemoryNote:
+    """A contradiction or an open gap of the research memory, with the analysed pages it rests on."""
+
+    kind: str  # "contradiction" or "gap"
+    text: str
+    pages: list[tuple[str, str]] = field(default_factory=list)  # (url, title) of each analysed page it names
+
+
 def render_report(
-    report: dict[str, Any], sources: list[SourceNote], page_texts: dict[str, PageText]
+    report: dict[str, Any],
+    sources: list[SourceNote],
+    page_texts: dict[str, PageText],
+    memory: list[MemoryNote] | None = None,
 ) -> tuple[str, dict[str, int]]:
     renderer = _Renderer({source.number: source for source in sources}, page_texts)
     title = renderer.clean_text(report.get("title", "")) or "Research report"
@@ -141,6 +158,7 @@ def render_report(
                 *_spaced(body),
                 *subsections,
             ]
+    lines += _memory_section(renderer, memory or [])
     lines += ["## Sources", ""]
     by_report_number = sorted(renderer.numbers.items(), key=lambda item: item[1])
     for number, report_number in by_report_number:
@@ -155,6 +173,41 @@ def render_report(
     renderer.stats.sources_cited = len(by_report_number)
     markdown = "\n".join(lines).rstrip() + "\n"
     return markdown, renderer.stats.as_dict()
+
+
+def _memory_section(renderer: _Renderer, memory: list[MemoryNote]) -> list[str]:
+    """Contradictions, each citing every side (at least two pages), then the open gaps as open questions."""
+    by_url = {source.url: number for number, source in renderer.sources.items()}
+    contradictions, questions = [], []
+    for note in memory:
+        text = renderer.clean_text(note.text)
+        for url, title in note.pages:
+            if url not in by_url:
+                # An analysed page the writer's sources left out (trimmed to its budget): a source from here on,
+                # numbered after the writer's, so no number the model wrote could have pointed at it.
+                number = max(renderer.sources, default=0) + 1
+                renderer.sources[number] = SourceNote(number=number, url=url, title=title)
+                by_url[url] = number
+        numbers = list(dict.fromkeys(by_url[url] for url, _ in note.pages))
+        if not text:
+            continue
+        if note.kind == "gap":
+            questions.append(f"- {text}")
+        elif len(numbers) >= 2:
+            marks = []
+            for number in numbers:
+                report_number = renderer.numbers.setdefault(number, len(renderer.numbers) + 1)
+                marks.append(f"[[{report_number}]]({link_target(renderer.sources[number].url)})")
+                renderer.stats.citations += 1
+            contradictions.append(f"- {text} {''.join(marks)}")
+    if not contradictions and not questions:
+        return []
+    lines = [f"## {MEMORY_HEADING}", ""]
+    if contradictions:
+        lines += ["### Where the sources disagree", "", *contradictions, ""]
+    if questions:
+        lines += ["### Open questions", "", *questions, ""]
+    return lines
 
 
 def _spaced(paragraphs: list[str]) -> list[str]:

@@ -33,6 +33,7 @@ from workers.clients.llm import charged_to
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, report_title
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.locks import claim_owner, worker_name
+from workers.pipeline.memory import report_notes
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +88,16 @@ def _write(research_id: str) -> None:
 
     with charged_to(research_id):
         report, _, _ = engine_for(research.engine).write(research.prompt, answers, objectives, sources)
-    markdown, stats = render_report(report, sources, page_texts)
+    # The memory's contradictions and open questions: rendered from the stored items, after the model's sections.
+    memory = report_notes(research_id)
+    markdown, stats = render_report(report, sources, page_texts, memory)
     if research.engine == EXTRACTIVE:
         markdown = _offline_note(markdown)
     if research.partial:
         markdown = _partial_note(markdown, research, len(sources))
         stats["stop_reason"] = research.stop_reason
     # The renderer admits no link to a page that was not analysed; should one slip through, it goes, not the report.
-    analysed = [source.url for source in sources]
+    analysed = [source.url for source in sources] + [url for note in memory for url, _ in note.pages]
     markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, analysed)
     if not cited_urls(markdown, analysed):
         # A report that cites nothing is not a research result (the model ignored its sources): fail the step.

@@ -199,6 +199,15 @@ export function describeEvent(event) {
           : `Coverage scored ${Number(d.score).toFixed(1)}/10: writing the report`,
         detail: (d.gaps || []).length ? `Gaps: ${d.gaps.join("; ")}` : "",
       };
+    case "memory_updated": {
+      const added = [
+        plural(d.insights ?? 0, "insight"),
+        plural(d.gaps ?? 0, "open question"),
+        plural(d.contradictions ?? 0, "contradiction"),
+      ];
+      const closed = d.closed ? `; ${plural(d.closed, "question")} answered` : "";
+      return { tone: "ok", text: `Memory updated: ${added.join(", ")}${closed}` };
+    }
     case "budget_reached": {
       const budgets = { budget_seconds: "time", budget_tokens: "token", budget_usd: "dollar" };
       return {

@@ -13,6 +13,7 @@ import {
 } from "./lib.js";
 import { queryActions, renderReportVersions, updateQueryActions } from "./branches.js";
 import { ResearchFeed } from "./live.js";
+import { renderMemory } from "./memory.js";
 
 export class ResearchView {
   constructor(root, { onResume, onStatus }) {
@@ -86,6 +87,7 @@ export class ResearchView {
     this.el.created.textContent = "";
     this.el.events.replaceChildren();
     this.el.tree.replaceChildren();
+    show(this.root.querySelector("#memory"), false); // another research's memory must not linger
     this.el.reportBody.replaceChildren();
     this.el.errorBody.replaceChildren();
     this.el.eventsCount.textContent = "";
@@ -156,6 +158,7 @@ export class ResearchView {
     this.renderTree(snapshot.queries);
     this.renderActions(r, snapshot);
     this.renderDocuments(snapshot);
+    renderMemory(this.root.querySelector("#memory"), snapshot);
     if (this.lastStatus !== r.status) this.onStatus(r);
     this.lastStatus = r.status;
     this.tick();

@@ -1,0 +1,179 @@
+"""Research memory: what one finished query's analysed websites add to the research's insights, gaps and
+contradictions.
+
+`remember(query_id)` runs once a query's websites are all analysed or failed. The model call happens outside any
+transaction; then every new item is inserted with ON CONFLICT DO NOTHING on (research, kind, key), the key being
+the normalised text (research/memory.py). Nothing is ever read, changed and written back, so many workers
+remembering branches of one research at once can neither lose an item nor store one twice, and remembering the
+same query again adds nothing. An answered gap is closed by a conditional UPDATE. The event `memory_updated` is
+recorded only when something changed, in the same transaction as the change.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from research.events import record_event
+from research.memory import memory_key
+from research.models import (
+    EventType,
+    Extract,
+    MemoryItem,
+    MemoryKind,
+    Research,
+    ResearchStatus,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
+from workers.agents.engines import engine_for
+from workers.agents.memory_agent import KnownMemory, MemorySource, MemoryUpdate
+from workers.clients.llm import charged_to
+from workers.errors import ResearchStopped
+from workers.pipeline.citations import MemoryNote
+
+log = logging.getLogger(__name__)
+
+# A research over by cancel or failure takes no more memory; a completed one may (a retried branch of it).
+STOPPED = (ResearchStatus.CANCELLED, ResearchStatus.FAILED)
+# A contradiction is two or more sources that disagree.
+MIN_CONTRADICTION_SITES = 2
+# What of the memory a report lists: the section is a digest, not a dump.
+MAX_REPORT_CONTRADICTIONS = 20
+MAX_REPORT_QUESTIONS = 12
+
+
+@dataclass(frozen=True)
+class NewItem:
+    kind: str
+    text: str
+    website_ids: list[int]
+
+
+def remember(query_id: int) -> None:
+    """Ask the memory agent what the query's analysed websites add, and store it (see the module's docstring)."""
+    query = SerpQuery.objects.select_related("research").filter(pk=query_id).first()
+    if query is None or query.research.status in STOPPED:
+        return
+    research = query.research
+    sources = _sources(query_id)
+    if not sources:
+        return  # nothing was analysed: the branch has nothing to say, and the model call would be wasted
+    known = _known(research.pk)
+    with charged_to(research.pk):
+        update, _, _ = engine_for(research.engine).update_memory(research.prompt, query.objective, sources, known)
+    shown_gaps = {pk for pk, _ in known.gaps}
+    store(research.pk, query_id, _items(research.pk, update), [pk for pk in update.answered_gaps if pk in shown_gaps])
+
+
+def _sources(query_id: int) -> list[MemorySource]:
+    by_id: dict[int, MemorySource] = {}
+    websites = Website.objects.filter(query_id=query_id, status=WebsiteStatus.ANALYZED).order_by("position")
+    for pk, url, title in websites.values_list("pk", "url", "title"):
+        by_id[pk] = MemorySource(pk, url, title)
+    rows = Extract.objects.filter(website_id__in=by_id).order_by("website__position", "position")
+    for website_id, fact, quote in rows.values_list("website_id", "fact", "quote"):
+        by_id[website_id].findings.append((fact, quote))
+    return [source for source in by_id.values() if source.findings]
+
+
+def _known(research_id: Any) -> KnownMemory:
+    rows = MemoryItem.objects.filter(research_id=research_id, closed=False).order_by("id")
+    gaps, insights, contradictions = [], [], []
+    for pk, kind, text in rows.values_list("pk", "kind", "text"):
+        if kind == MemoryKind.GAP:
+            gaps.append((pk, text))
+        elif kind == MemoryKind.INSIGHT:
+            insights.append(text)
+        else:
+            contradictions.append(text)
+    return KnownMemory(gaps, insights, contradictions)
+
+
+def _items(research_id: Any, update: MemoryUpdate) -> list[NewItem]:
+    """The update's items that rest on analysed websites of this research, each website named once.
+
+    An insight left with no such website is dropped (it would rest on nothing), a contradiction left with fewer
+    than two is no disagreement; a gap is what no source answered, so it may name none."""
+    named = {pk for note in [*update.insights, *update.contradictions] for pk in note.website_ids}
+    analysed = set(
+        Website.objects.filter(research_id=research_id, status=WebsiteStatus.ANALYZED, pk__in=named).values_list(
+            "pk", flat=True
+        )
+    )
+    items = []
+    for kind, notes, least in (
+        (MemoryKind.INSIGHT, update.insights, 1),
+        (MemoryKind.CONTRADICTION, update.contradictions, MIN_CONTRADICTION_SITES),
+    ):
+        for note in notes:
+            ids = sorted({pk for pk in note.website_ids if pk in analysed})
+            if note.text and len(ids) >= least:
+                items.append(NewItem(kind, note.text, ids))
+    items += [NewItem(MemoryKind.GAP, text, []) for text in update.gaps if text]
+    return items
+
+
+def store(research_id: Any, query_id: int | None, items: list[NewItem], answered_gaps: list[int]) -> dict[str, int]:
+    """Insert the items no earlier update holds and close the answered gaps, in one transaction; record
+    `memory_updated` when anything changed. Returns the counts the event carries."""
+    counts = {"query_id": query_id, "insights": 0, "gaps": 0, "contradictions": 0, "closed": 0}
+    plural = {MemoryKind.INSIGHT: "insights", MemoryKind.GAP: "gaps", MemoryKind.CONTRADICTION: "contradictions"}
+    table = MemoryItem._meta.db_table
+    ids_field = MemoryItem._meta.get_field("website_ids")
+    research_pk = Research._meta.pk.get_db_prep_value(research_id, connection)
+    with transaction.atomic():
+        now = timezone.now()
+        with connection.cursor() as cursor:
+            for item in items:
+                key = memory_key(item.text)
+                if not key:
+                    continue
+                # The unique (research, kind, key) decides: of two workers inserting one item, one row stands.
+                cursor.execute(
+                    f"INSERT INTO {table} (research_id, kind, text, key, query_id, website_ids, closed, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (research_id, kind, key) DO NOTHING "
+                    "RETURNING id",
+                    [
+                        research_pk,
+                        item.kind,
+                        item.text,
+                        key,
+                        query_id,
+                        ids_field.get_db_prep_save(item.website_ids, connection),
+                        False,
+                        now,
+                    ],
+                )
+                if cursor.fetchone() is not None:
+                    counts[plural[item.kind]] += 1
+        if answered_gaps:
+            counts["closed"] = MemoryItem.objects.filter(
+                research_id=research_id, kind=MemoryKind.GAP, closed=False, pk__in=answered_gaps
+            ).update(closed=True)
+        if not any(counts[name] for name in ("insights", "gaps", "contradictions", "closed")):
+            return counts  # a repeat: nothing new, no event
+        record_event(research_id, EventType.MEMORY_UPDATED, counts)
+        # The event's UPDATE holds the research row until commit: a cancel or failure that came first is seen
+        # here, and nothing lands in a research that is over.
+        if Research.objects.filter(pk=research_id, status__in=STOPPED).exists():
+            raise ResearchStopped(f"research {research_id} is over")
+    return counts
+
+
+def report_notes(research_id: Any) -> list[MemoryNote]:
+    """The memory's contradictions, each with the analysed pages it names, and its open gaps, for the report."""
+    rows = MemoryItem.objects.filter(research_id=research_id, closed=False)
+    contradictions = list(rows.filter(kind=MemoryKind.CONTRADICTION).order_by("id")[:MAX_REPORT_CONTRADICTIONS])
+    gaps = list(rows.filter(kind=MemoryKind.GAP).order_by("id")[:MAX_REPORT_QUESTIONS])
+    named = {pk for item in contradictions for pk in item.website_ids}
+    websites = Website.objects.filter(research_id=research_id, status=WebsiteStatus.ANALYZED, pk__in=named)
+    pages = {pk: (url, title) for pk, url, title in websites.values_list("pk", "url", "title")}
+    notes = [
+        MemoryNote("contradiction", item.text, [pages[pk] for pk in item.website_ids if pk in pages])
+        for item in contradictions
+    ]
+    return notes + [MemoryNote("gap", item.text) for item in gaps]
