@@ -72,10 +72,12 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
     answers = list(
         FollowUpQuestion.objects.filter(research_id=research.pk).order_by("position").values_list("question", "answer")
     )
+    # Adaptive mode only: fixed mode's planning call is what it always was.
     focus = planning_focus(research, parent)
+    extra = {"focus": focus} if focus else {}
     with charged_to(research.pk):
         planned, _, _ = engine_for(research.engine).plan_queries(
-            research.prompt, answers, _ancestors(parent), count, focus=focus
+            research.prompt, answers, _ancestors(parent), count, **extra
         )
 
     with transaction.atomic():
