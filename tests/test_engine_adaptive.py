@@ -29,6 +29,8 @@ from research.models import (
 from research.planning import total_queries
 from tests.support.e2e import WORKER_ENV, wait_finished
 from tests.support.private_services import Beat, PrivateRedis
+from workers.agents import extractive
+from workers.agents.evaluator import Learning
 from workers.pipeline import review
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -326,3 +328,20 @@ def test_adaptive_worker_killed_mid_evaluation(stack, user, research_model, fake
     assert not Website.objects.filter(
         research=research, status__in=[WebsiteStatus.PENDING, WebsiteStatus.SCRAPING]
     ).exists()
+
+
+def test_extractive_evaluator_scores_coverage_and_agreement() -> None:
+    # given a branch about heat pump efficiency and defrost cycles, whose learnings cover only the efficiency
+    objective = "What the sources state about heat pump efficiency and defrost cycles."
+    learned = [
+        Learning("Heat pump efficiency falls to a COP of 2.1 at -15 C.", "https://a.example/"),
+        Learning("Field tests found heat pump efficiency above 2 in Nordic winters.", "https://b.example/"),
+    ]
+    # when the offline evaluator judges it, and a branch that learned nothing
+    covered, _, _ = extractive.evaluate_branch(PROMPT, [], "heat pump efficiency", objective, 1, 0, learned)
+    empty, _, _ = extractive.evaluate_branch(PROMPT, [], "heat pump efficiency", objective, 1, 0, [])
+    # then what no learning mentions is a gap, and learning more from agreeing pages scores higher
+    assert any("defrost" in gap for gap in covered.gaps)
+    assert not any("efficiency" in gap for gap in covered.gaps)
+    assert covered.score > empty.score and 1 <= empty.score <= covered.score <= 10
+    assert set(covered.dimensions) == {"completeness", "depth", "reliability", "actionability"}
