@@ -175,3 +175,8 @@ def release_step(task_id: str | None = None, **kwargs: Any) -> None:
     reserved = _reserved.pop(task_id or "", None)
     if reserved is not None:
         heartbeat.release(*reserved)
+        try:
+            heartbeat.unreserve(*reserved, task_id or "")
+        except DatabaseError:
+            connection.close()  # the lease lapses instead, and the sweeper re-queues the row
+            log.warning("could not hand back the row of task %s", task_id, exc_info=True)
