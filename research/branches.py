@@ -39,6 +39,7 @@ from research.services import ServiceError
 
 SETTLED = (QueryStatus.FAILED, QueryStatus.CANCELLED)
 RETRYABLE = SETTLED
+STOPPED = "stop"  # a review's decision (adaptive mode): the branch goes no deeper
 # A locked subtree that grew meanwhile (children planned between the read and the lock) is read again.
 MAX_SUBTREE_READS = 5
 
@@ -125,7 +126,7 @@ def _count_off(research_id: Any, count: int) -> bool:
     if count > 0 and row[0] == 0:
         # As the last counted-off query does (workers/pipeline/progress.py): the report's lease, then its task.
         Research.objects.filter(pk=research_id).update(claimed_at=timezone.now(), claimed_by=QUEUED)
-        dispatch.queue_on_commit(dispatch.REPORT, str(research_id))
+        dispatch.queue_tree_finished_on_commit(research_id)
     return True
 
 
@@ -227,7 +228,8 @@ def _current_children(rows: Iterable[SerpQuery], breadth: int) -> dict[int, list
 
 def _settled(node: SerpQuery, children: dict[int, list[SerpQuery]], breadth: int, depth: int) -> int:
     """How many of the node's subtree slots are already counted off."""
-    if node.status in SETTLED:
+    if node.status in SETTLED or (node.status == QueryStatus.DONE and node.decision == STOPPED):
+        # A failed or cancelled query, or a done one whose review stopped its branch: its subtree was counted off.
         return 1 + descendants(breadth, depth, node.depth)
     if node.status == QueryStatus.DONE:
         return 1 + sum(_settled(child, children, breadth, depth) for child in children.get(node.pk, []))

@@ -10,10 +10,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from celery import Task
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from research.models import QueryStatus, SerpQuery, Website, WebsiteStatus
+from research.models import QueryStatus, Research, ResearchMode, SerpQuery, Website, WebsiteStatus
 from researchsite.celery import app
 
 START = "workers.tasks.start_research_task"
@@ -22,6 +23,8 @@ SEARCH = "workers.tasks.run_query_task"
 SCRAPE = "workers.tasks.scrape_website_task"
 ANALYZE = "workers.tasks.analyze_website_task"
 REPORT = "workers.tasks.write_report_task"
+REVIEW = "workers.tasks.review_query_task"
+COVERAGE = "workers.tasks.evaluate_coverage_task"
 
 # `claimed_by` of a row handed on to its step's task (by the step before it, or by the sweeper); with the empty
 # value of a row never claimed, these mark a step waiting in the queue: no worker holds it yet.
@@ -46,6 +49,31 @@ def queue(task_name: str, *args: Any, priority: int | None = None) -> None:
 def queue_on_commit(task_name: str, *args: Any) -> None:
     """Publish the step once the current transaction commits (at once outside a transaction)."""
     transaction.on_commit(lambda: queue(task_name, *args), robust=True)
+
+
+def tree_finished_step(research_id: Any) -> str:
+    """The step that follows the last query counted off: in adaptive mode, while gap-filling rounds remain, a
+    research that no budget stopped and that no evaluation found good enough yet has its coverage evaluated
+    first; otherwise the report. Every place that counts the last query off (and the sweeper) asks here."""
+    row = (
+        Research.objects.filter(pk=research_id)
+        .values("mode", "stop_reason", "gap_rounds", "score", "quality_threshold")
+        .first()
+    )
+    if row is None or row["mode"] != ResearchMode.ADAPTIVE or row["stop_reason"]:
+        return REPORT
+    if row["gap_rounds"] >= settings.ADAPTIVE_MAX_GAP_ROUNDS:
+        return REPORT
+    threshold = row["quality_threshold"] or settings.ADAPTIVE_QUALITY_THRESHOLD
+    if row["score"] is not None and row["score"] >= threshold:
+        return REPORT
+    return COVERAGE
+
+
+def queue_tree_finished_on_commit(research_id: Any) -> None:
+    """Queue, on commit, what follows the last query counted off (its lease, the research row's, handed on by
+    the caller)."""
+    queue_on_commit(tree_finished_step(research_id), str(research_id))
 
 
 def queue_each_on_commit(task_name: str, ids: Iterable[Any], research_id: Any) -> None:

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from research import budgets, dispatch
 from research.lifecycle import cancel_research
-from research.models import ACTIVE_STATUSES, FollowUpQuestion, Research, ResearchStatus
+from research.models import ACTIVE_STATUSES, FollowUpQuestion, Research, ResearchMode, ResearchStatus
 
 
 class ServiceError(Exception):
@@ -79,11 +79,19 @@ def create_with_answers(owner: Any, prompt: str, answered: Sequence[tuple[str, s
 
 
 def start_research(
-    research: Research, answers: Sequence[str] | None, breadth: int, depth: int, budget: Any = None
+    research: Research,
+    answers: Sequence[str] | None,
+    breadth: int,
+    depth: int,
+    budget: Any = None,
+    mode: Any = None,
+    min_depth: Any = None,
+    quality_threshold: Any = None,
 ) -> None:
     """Store the answers (None: keep those stored) and queue the research, within its owner's cap.
 
     `budget` is the request's {"seconds", "tokens", "usd"} (each optional; the defaults fill in the rest).
+    `mode` is "fixed" (default) or "adaptive"; `min_depth` and `quality_threshold` apply to adaptive mode only.
     """
     if research.status != ResearchStatus.AWAITING_ANSWERS:
         raise NotStartable(f"research is {research.status}; only one awaiting answers can start", "research_id")
@@ -91,6 +99,7 @@ def start_research(
         raise InvalidInput(f"must be 1..{settings.MAX_BREADTH}", "breadth")
     if not 1 <= depth <= settings.MAX_DEPTH:
         raise InvalidInput(f"must be 1..{settings.MAX_DEPTH}", "depth")
+    mode, min_depth, quality_threshold = research_mode(mode, min_depth, quality_threshold, depth)
     limits = _budget(budget)
     with transaction.atomic():
         # Lock the owner's row so two starts at once cannot both slip under the cap.
@@ -112,9 +121,40 @@ def start_research(
             budget_seconds=limits.seconds,
             budget_tokens=limits.tokens,
             budget_usd=limits.usd,
+            mode=mode,
+            min_depth=min_depth,
+            quality_threshold=quality_threshold,
         ):
             raise NotStartable("research was started already", "research_id")
         dispatch.queue_on_commit(dispatch.START, str(research.pk))
+
+
+def research_mode(mode: Any, min_depth: Any, quality_threshold: Any, depth: int) -> tuple[str, int | None, int | None]:
+    """The mode a research starts in, with its adaptive settings: in adaptive mode `depth` is the maximum, a branch
+    may stop on quality from `min_depth` (1..depth, default 1) when its score reaches `quality_threshold` (1..10,
+    default ADAPTIVE_QUALITY_THRESHOLD); fixed mode takes neither."""
+    mode = ResearchMode.FIXED if mode is None else mode
+    if mode not in ResearchMode.values:
+        raise InvalidInput(f"must be one of: {', '.join(ResearchMode.values)}", "mode")
+    if mode == ResearchMode.FIXED:
+        for name, value in (("min_depth", min_depth), ("quality_threshold", quality_threshold)):
+            if value is not None:
+                raise InvalidInput("applies to adaptive mode only", name)
+        return mode, None, None
+    min_depth = _whole(min_depth, "min_depth", 1, depth, 1)
+    threshold = _whole(quality_threshold, "quality_threshold", 1, 10, settings.ADAPTIVE_QUALITY_THRESHOLD)
+    return mode, min_depth, threshold
+
+
+def _whole(value: Any, name: str, low: int, high: int, default: int) -> int:
+    if value is None:
+        return default
+    # bool is an int in Python; JSON true is not a number.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput("must be an integer", name)
+    if not low <= value <= high:
+        raise InvalidInput(f"must be {low}..{high}", name)
+    return value
 
 
 def cancel(research: Research) -> None:

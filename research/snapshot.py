@@ -205,7 +205,9 @@ def _progress(
     website_statuses = [row["status"] for row in website_rows]
     planned = 0
     if research.breadth and research.depth:
-        planned = total_queries(research.breadth, research.depth) - _pruned(research, query_rows)
+        # Each gap-filling round (adaptive mode) adds `breadth` depth-1 branches: another whole tree's worth.
+        rounds = 1 + (research.gap_rounds or 0)
+        planned = total_queries(research.breadth, research.depth) * rounds - _pruned(research, query_rows)
     return {
         "queries_planned": planned,
         "queries_created": len(query_rows),
@@ -220,7 +222,8 @@ def _progress(
 
 
 def _pruned(research: Research, query_rows: list[dict[str, Any]]) -> int:
-    """Planned queries that will not run: the subtrees below failed and cancelled queries (the outermost ones;
+    """Planned queries that will not run: the subtrees below failed and cancelled queries, and below done ones
+    whose review stopped their branch (the outermost ones;
     a retried query's children of earlier attempts are history, not part of the tree)."""
     breadth, depth = research.breadth or 1, research.depth or 1
     rows = {row["id"]: row for row in query_rows}
@@ -232,7 +235,8 @@ def _pruned(research: Research, query_rows: list[dict[str, Any]]) -> int:
     pruned, stack = 0, list(children[None])
     while stack:
         row = stack.pop()
-        if row["status"] in (QueryStatus.FAILED, QueryStatus.CANCELLED):
+        stopped = row["status"] == QueryStatus.DONE and row["decision"] == "stop"
+        if stopped or row["status"] in (QueryStatus.FAILED, QueryStatus.CANCELLED):
             pruned += descendants(breadth, depth, row["depth"])
         else:
             stack.extend(children[row["id"]])

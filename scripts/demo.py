@@ -10,7 +10,8 @@ The demo never touches a deployment's data: on the servers DATABASE_URL and REDI
 its own (`deepresearch_demo`) and Redis db 15, unless DEMO_DATABASE_URL / DEMO_REDIS_URL say otherwise.
 
 Environment: DEMO_EXIT=1 exits when the report is written (CI); DEMO_PORT (8000), DEMO_BREADTH (2), DEMO_DEPTH (2),
-DEMO_PROMPT, DEMO_VAR (var/demo), DEMO_DATABASE_URL, DEMO_REDIS_URL change the defaults.
+DEMO_PROMPT, DEMO_MODE (fixed; adaptive: branches stop once good enough), DEMO_VAR (var/demo),
+DEMO_DATABASE_URL, DEMO_REDIS_URL change the defaults.
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def wait_http(url: str, processes: Processes, timeout: float = 60) -> None:
         raise SystemExit(f"{url} did not answer in {timeout}s") from None
 
 
-def start_through_the_api(base: str, password: str, prompt: str, breadth: int, depth: int) -> str:
+def start_through_the_api(base: str, password: str, prompt: str, breadth: int, depth: int, mode: str = "fixed") -> str:
     """Do what a user does in the browser: sign in, ask for follow-up questions, answer them, start."""
     import requests
 
@@ -209,7 +210,7 @@ def start_through_the_api(base: str, password: str, prompt: str, breadth: int, d
         say(f"Q: {question}\n    A: {answer}")
     started = post(
         "/api/research/start",
-        {"research_id": asked["research_id"], "answers": ANSWERS, "breadth": breadth, "depth": depth},
+        {"research_id": asked["research_id"], "answers": ANSWERS, "breadth": breadth, "depth": depth, "mode": mode},
     )
     return str(started["research_id"])
 
@@ -259,9 +260,10 @@ def main() -> None:
         base = start_services(processes, env, var, port)
         breadth, depth = int(os.environ.get("DEMO_BREADTH", "2")), int(os.environ.get("DEMO_DEPTH", "2"))
         prompt = os.environ.get("DEMO_PROMPT", PROMPT)
-        research_id = start_through_the_api(base, password, prompt, breadth, depth)
+        mode = os.environ.get("DEMO_MODE", "fixed")
+        research_id = start_through_the_api(base, password, prompt, breadth, depth, mode)
         say(f"Watch it live: {base}/  (user: demo, password: {password})")
-        say(f"Research {research_id} started: breadth {breadth}, depth {depth}")
+        say(f"Research {research_id} started: breadth {breadth}, depth {depth}, {mode} mode")
         save_outcome(var, research_id, watch(env, research_id, processes))
         if os.environ.get("DEMO_EXIT") == "1":
             return

@@ -48,9 +48,11 @@ def test_duplicate_deliveries_change_nothing(api, workers, research_model, redis
         tasks.start_research_task.delay(research_id)
         tasks.plan_queries_task.delay(research_id, None)
         tasks.write_report_task.delay(research_id)
+        tasks.evaluate_coverage_task.delay(research_id)
         for query_id in SerpQuery.objects.filter(research_id=research_id).values_list("pk", flat=True):
             tasks.run_query_task.delay(query_id)
             tasks.plan_queries_task.delay(research_id, query_id)
+            tasks.review_query_task.delay(query_id)
         for website_id in Website.objects.filter(research_id=research_id).values_list("pk", flat=True):
             tasks.scrape_website_task.delay(website_id)
             tasks.analyze_website_task.delay(website_id)

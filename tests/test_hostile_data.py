@@ -40,6 +40,7 @@ from workers.pipeline.analyze import analyze_website
 from workers.pipeline.citations import cited_urls
 from workers.pipeline.plan import plan_queries
 from workers.pipeline.report import write_report
+from workers.pipeline.review import review_query
 from workers.pipeline.scrape import scrape_website
 from workers.pipeline.search import run_query
 
@@ -463,6 +464,10 @@ def test_hostile_strings_anywhere_end_in_a_final_state_with_invariants(
         "pk", flat=True
     ):
         analyze_website(website_id)
+    for query_id in SerpQuery.objects.filter(research=research, status=QueryStatus.REVIEWING).values_list(
+        "pk", flat=True
+    ):
+        review_query(query_id)
     assert published.count("workers.tasks.write_report_task") == 1
     write_report(str(research.pk))
 

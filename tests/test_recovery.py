@@ -87,12 +87,12 @@ def test_row_stuck_past_max_attempts_fails_with_reason(running, settings) -> Non
     )
     # when
     done = sweep()
-    # then the website failed (a minor failure) and its query finished
+    # then the website failed (a minor failure) and its query went on to its review
     assert done == {"website_failed": 1}
     website.refresh_from_db()
     assert website.status == WebsiteStatus.FAILED and "abandoned after 3 attempts" in website.error
     query.refresh_from_db()
-    assert query.status == QueryStatus.DONE
+    assert query.status == QueryStatus.REVIEWING
     assert running.events.filter(type="website_failed").count() == 1
 
 

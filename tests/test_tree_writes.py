@@ -12,7 +12,7 @@ from research.events import record_event
 from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from tests.support.factories import running_research
 from workers.errors import ResearchStopped
-from workers.pipeline import progress
+from workers.pipeline import progress, review
 from workers.pipeline.recovery import sweep
 from workers.pipeline.tree_writes import tree_transaction
 
@@ -65,6 +65,12 @@ def test_events_and_counters_land_in_one_update_at_the_end(running, published) -
     ]
     assert running.last_event_seq == 3
     assert running.quotes_dropped == 2
+    # and both queries went on to their reviews, which count them off
+    assert running.pending_queries == 2
+    assert published.count("workers.tasks.review_query_task") == 2
+    for query in (first, second):
+        review.review_query(query.pk)
+    running.refresh_from_db()
     assert running.pending_queries == 0
     # and the research's last query counted off queued its report, once
     assert published.count("workers.tasks.write_report_task") == 1

@@ -18,7 +18,7 @@ from django.db.models import Model
 
 from research.models import Research, SerpQuery, Website
 from workers.errors import ResearchStopped, TransientError
-from workers.pipeline import analyze, heartbeat, lifecycle, plan, recovery, report, scrape, search
+from workers.pipeline import analyze, heartbeat, lifecycle, plan, recovery, report, review, scrape, search
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,18 @@ def analyze_website_task(self: Task, website_id: int) -> None:
 
 
 @shared_task(base=ResearchTask, bind=True)
+def review_query_task(self: Task, query_id: int) -> None:
+    """Update the memory with a query's branch, evaluate it (adaptive mode), finish it and decide its children."""
+    review.review_query(query_id, task_id=self.request.id)
+
+
+@shared_task(base=ResearchTask, bind=True)
+def evaluate_coverage_task(self: Task, research_id: str) -> None:
+    """Every branch stopped (adaptive mode): add a round of gap-filling branches, or hand on to the report."""
+    review.evaluate_coverage(research_id, task_id=self.request.id)
+
+
+@shared_task(base=ResearchTask, bind=True)
 def write_report_task(self: Task, research_id: str) -> None:
     """Write, verify and store the report, once."""
     report.write_report(research_id, task_id=self.request.id)
@@ -112,6 +124,8 @@ FAILURE_HANDLERS = {
     run_query_task.name: search.search_failed,
     scrape_website_task.name: scrape.scrape_failed,
     analyze_website_task.name: analyze.analysis_failed,
+    review_query_task.name: review.review_failed,
+    evaluate_coverage_task.name: review.coverage_failed,
     write_report_task.name: report.report_failed,
 }
 
@@ -125,6 +139,8 @@ STEP_ROWS = {
     run_query_task.name: lambda query_id: (SerpQuery, query_id),
     scrape_website_task.name: lambda website_id: (Website, website_id),
     analyze_website_task.name: lambda website_id: (Website, website_id),
+    review_query_task.name: lambda query_id: (SerpQuery, query_id),
+    evaluate_coverage_task.name: lambda research_id: (Research, research_id),
     write_report_task.name: lambda research_id: (Research, research_id),
 }
 _reserved: dict[str, tuple[type[Model], Any]] = {}
@@ -159,3 +175,8 @@ def release_step(task_id: str | None = None, **kwargs: Any) -> None:
     reserved = _reserved.pop(task_id or "", None)
     if reserved is not None:
         heartbeat.release(*reserved)
+        try:
+            heartbeat.unreserve(*reserved, task_id or "")
+        except DatabaseError:
+            connection.close()  # the lease lapses instead, and the sweeper re-queues the row
+            log.warning("could not hand back the row of task %s", task_id, exc_info=True)

@@ -118,16 +118,19 @@ def start(request: HttpRequest) -> HttpResponse:
     breadth = int_field(data, "breadth", 1, settings.MAX_BREADTH)
     depth = int_field(data, "depth", 1, settings.MAX_DEPTH)
     budget = data.get("budget")  # checked by the service (research/budgets.py)
+    # Checked by the service too (research/services.py research_mode): an unknown mode, or adaptive settings
+    # out of range or given in fixed mode, are refused with the field's name.
+    adaptive = {key: data.get(key) for key in ("mode", "min_depth", "quality_threshold")}
     if data.get("research_id") is not None:
         research = own_research(request, data["research_id"])
         answers = [answer for _, answer in _answers(data, research)]
-        services.start_research(research, answers, breadth, depth, budget)
+        services.start_research(research, answers, breadth, depth, budget, **adaptive)
     else:
         prompt = text_field(data, "prompt", settings.MAX_PROMPT_CHARS)
         answered = _questions_with_answers(data)
         with transaction.atomic():  # refused at the cap: the new research is not kept either
             research = services.create_with_answers(request.user, prompt, answered)
-            services.start_research(research, None, breadth, depth, budget)
+            services.start_research(research, None, breadth, depth, budget, **adaptive)
     return JsonResponse({"research_id": str(research.pk)}, status=202)
 
 

@@ -5,6 +5,8 @@
 - report writer: sections citing the numbered sources it was given, with their quotes;
 - memory agent: an insight per website it was shown (citing its id), a gap for the branch's objective, a
   contradiction between the first two websites when it was shown two or more, and another branch's gap answered.
+- evaluator (adaptive mode): a branch's score from `branch_score(depth, round)`, the research's from
+  `research_score(rounds_done)`, both scriptable; by default a middling 6 with one gap.
 `fabricate=True` adds a fabricated URL, source number and quote to every answer, to prove they are dropped.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +28,8 @@ _FINDING_LINE = re.compile(r'^  - (.*) \(quote: "(.*)"\)$', re.MULTILINE)
 _WEBSITE_LINE = re.compile(r"^\[website (\d+)\] \S+ — ", re.MULTILINE)
 _GAP_LINE = re.compile(r"^  \[gap (\d+)\] (.*)$", re.MULTILINE)
 _OBJECTIVE_LINE = re.compile(r"^Objective of this branch:\n(.+)$", re.MULTILINE)
+_BRANCH_LINE = re.compile(r"query depth: (\d+)\nround: (\d+)")
+_ROUNDS_LINE = re.compile(r"gap-filling rounds done: (\d+)")
 _SENTENCE = re.compile(r"[^.!?\n]{20,}[.!?]")
 # The analyzer's fenced page: marker lines with a token of their own, then URL and title lines, a blank line, text.
 _FENCED_PAGE = re.compile(r"^<<<PAGE-(\w+)>>>\n.*?\n\n(.*)\n<<<END-PAGE-\1>>>$", re.MULTILINE | re.DOTALL)
@@ -47,6 +52,9 @@ class ResearchModel:
     top_names: list[str] = field(default_factory=list)
     fabricate: bool = False
     facts_per_page: int = 2
+    # (depth, round) -> a branch's overall score; rounds done -> the research's.
+    branch_score: Callable[[int, int], float] = lambda depth, round_: 6
+    research_score: Callable[[int], float] = lambda rounds: 6
     _counter: itertools.count = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -55,7 +63,29 @@ class ResearchModel:
         self.llm.handlers["website_analysis"] = self.analysis
         self.llm.handlers["research_report"] = self.report
         self.llm.handlers["memory_update"] = self.memory
+        self.llm.handlers["branch_evaluation"] = self.branch_evaluation
+        self.llm.handlers["research_evaluation"] = self.research_evaluation
         return self
+
+    def branch_evaluation(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        match = _BRANCH_LINE.search(_user_text(body))
+        depth, round_ = (int(match.group(1)), int(match.group(2))) if match else (1, 0)
+        score = self.branch_score(depth, round_)
+        dimension = max(1, min(10, round(score)))
+        return {
+            "completeness": dimension,
+            "depth": dimension,
+            "reliability": dimension,
+            "actionability": dimension,
+            "score": score,
+            "gaps": [f"gap at depth {depth}"],
+            "directions": [f"direction at depth {depth}"],
+        }
+
+    def research_evaluation(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        match = _ROUNDS_LINE.search(_user_text(body))
+        rounds = int(match.group(1)) if match else 0
+        return {"score": self.research_score(rounds), "gaps": [f"coverage gap after round {rounds}"]}
 
     def _count(self, text: str, schema: dict[str, Any]) -> int:
         match = _COUNT.search(text)

@@ -1,6 +1,6 @@
 """Which agents a research uses: the LLM agents, or the extractive engine that needs no model.
 
-Both engines offer the same five functions with the same signatures and return shapes (token counts are 0
+Both engines offer the same seven functions with the same signatures and return shapes (token counts are 0
 for the extractive engine), so the pipeline never knows which one it calls.
 """
 
@@ -17,19 +17,30 @@ class Engine(Protocol):
     analyze: object
     write: object
     update_memory: object
+    evaluate_branch: object
+    evaluate_research: object
 
 
 class _LLMEngine:
-    """The five LLM agents, seen as one engine."""
+    """The LLM agents, seen as one engine."""
 
     def __init__(self) -> None:
-        from workers.agents import memory_agent, prompt_analyzer, query_generator, report_writer, website_analyzer
+        from workers.agents import (
+            evaluator,
+            memory_agent,
+            prompt_analyzer,
+            query_generator,
+            report_writer,
+            website_analyzer,
+        )
 
         self.ask_questions = prompt_analyzer.ask_questions
         self.plan_queries = query_generator.plan_queries
         self.analyze = website_analyzer.analyze
         self.write = report_writer.write
         self.update_memory = memory_agent.update_memory
+        self.evaluate_branch = evaluator.evaluate_branch
+        self.evaluate_research = evaluator.evaluate_research
 
 
 def engine_for(name: str) -> Engine | ModuleType:

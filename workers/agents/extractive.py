@@ -30,6 +30,7 @@ from research.text.lexical import (
 )
 from research.text.quotes import is_quotable
 from workers.agents.common import distinct
+from workers.agents.evaluator import BranchEvaluation, Learning, ResearchEvaluation
 from workers.agents.memory_agent import KnownMemory, MemorySource, MemoryUpdate, Note
 from workers.agents.query_generator import Ancestor, PlannedQuery
 from workers.agents.report_writer import SourceNote
@@ -89,14 +90,22 @@ def ask_questions(prompt: str, count: int, *, deadline: float | None = None) -> 
 
 
 def plan_queries(
-    prompt: str, answers: list[tuple[str, str]], ancestors: list[Ancestor], count: int
+    prompt: str,
+    answers: list[tuple[str, str]],
+    ancestors: list[Ancestor],
+    count: int,
+    focus: list[str] | None = None,
 ) -> tuple[list[PlannedQuery], int, int]:
     """Exactly `count` distinct queries: the request's facets at the top; deeper, what the parent's learnings
-    brought up that the branch has not searched for yet."""
+    brought up that the branch has not searched for yet. What `focus` names (adaptive mode: open gaps and
+    suggested directions) comes first."""
     if ancestors:
         candidates = _follow_up_candidates(prompt, ancestors)
     else:
         candidates = _top_level_candidates(prompt, answers)
+    if focus:
+        head = _head_phrase(ancestors[-1]) if ancestors else _subject(prompt)
+        candidates = [PlannedQuery(item[:400], _objective(item, head)) for item in focus] + candidates
     planned: list[PlannedQuery] = []
     taken: set[str] = set()
     for candidate in candidates:
@@ -437,3 +446,75 @@ def _contradictions(findings: list[tuple[int, str]], bags: list[set[str]]) -> li
             if len(found) == MAX_CONTRADICTIONS:
                 return found
     return found
+
+
+# The evaluator, without a model: a branch is as complete as the share of its objective's key phrases its
+# learnings mention, as deep as the number of its learnings, as reliable as the number of pages they come from and
+# how many phrases several pages agree on. Gaps are the phrases no learning mentions.
+_FULL_LEARNINGS = 10
+_FULL_SOURCES = 3
+
+
+def _coverage(phrases: list[str], learnings: list[Learning]) -> tuple[list[str], list[str], int]:
+    """(covered phrases, uncovered phrases, how many covered phrases two or more pages mention)."""
+    bags = [(set(terms(learning.fact)), learning.url) for learning in learnings]
+    covered, uncovered, agreed = [], [], 0
+    for phrase in phrases:
+        wanted = set(terms(phrase)) - _OBJECTIVE_WORDS
+        if not wanted:
+            continue
+        pages = {url for bag, url in bags if wanted <= bag}
+        if pages:
+            covered.append(phrase)
+            agreed += len(pages) >= 2
+        else:
+            uncovered.append(phrase)
+    return covered, uncovered, agreed
+
+
+def _scale(share: float) -> int:
+    return max(1, min(10, round(1 + 9 * share)))
+
+
+def _judge(phrases: list[str], learnings: list[Learning]) -> tuple[dict[str, int], list[str]]:
+    covered, uncovered, agreed = _coverage(phrases, learnings)
+    total = len(covered) + len(uncovered)
+    coverage = len(covered) / total if total else (1.0 if learnings else 0.0)
+    sources = len({learning.url for learning in learnings})
+    agreement = agreed / len(covered) if covered else 0.0
+    depth = min(1.0, len(learnings) / _FULL_LEARNINGS)
+    reliability = min(1.0, sources / _FULL_SOURCES) * (0.5 + 0.5 * agreement) if learnings else 0.0
+    dimensions = {
+        "completeness": _scale(coverage),
+        "depth": _scale(depth),
+        "reliability": _scale(reliability),
+        "actionability": _scale((coverage + depth) / 2),
+    }
+    return dimensions, uncovered
+
+
+def evaluate_branch(
+    prompt: str,
+    answers: list[tuple[str, str]],
+    query: str,
+    objective: str,
+    depth: int,
+    round_: int,
+    learnings: list[Learning],
+) -> tuple[BranchEvaluation, int, int]:
+    """Scores from the coverage of the objective's (and query's) key phrases and the agreement of sources."""
+    phrases = distinct(key_phrases(f"{objective}\n{query}", limit=12))
+    dimensions, gaps = _judge(phrases, learnings)
+    score = round(sum(dimensions.values()) / len(dimensions), 1)
+    head = _head_phrase(Ancestor(query, objective, []))
+    directions = [gap if set(terms(gap)) & set(terms(head)) else f"{gap} {head}" for gap in gaps]
+    return BranchEvaluation(score, dimensions, gaps[:8], directions[:8]), 0, 0
+
+
+def evaluate_research(
+    prompt: str, answers: list[tuple[str, str]], round_: int, learnings: list[Learning]
+) -> tuple[ResearchEvaluation, int, int]:
+    """The request's key phrases against every learning of the research."""
+    request = "\n".join([prompt, *(answer for _, answer in answers if answer)])
+    dimensions, gaps = _judge(distinct(key_phrases(request, limit=20)), learnings)
+    return ResearchEvaluation(round(sum(dimensions.values()) / len(dimensions), 1), gaps[:8]), 0, 0

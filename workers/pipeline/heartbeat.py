@@ -20,7 +20,7 @@ from django.db import close_old_connections, connections
 from django.db.models import Model
 from django.utils import timezone
 
-from research.dispatch import WAITING
+from research.dispatch import QUEUED, WAITING
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,12 @@ def reserve(model: type[Model], pk: Any, task_id: str) -> bool:
         return False
     _heartbeat.hold(model, pk)
     return True
+
+
+def unreserve(model: type[Model], pk: Any, task_id: str) -> None:
+    """The step ended without taking up the row it reserved (a duplicate delivery that found nothing to do): the
+    row waits again for the delivery it was handed on to, instead of staying held until its lease lapses."""
+    model.objects.filter(pk=pk, claimed_by__startswith=f"{task_id} reserved by ").update(claimed_by=QUEUED)
 
 
 _heartbeat = Heartbeat()

@@ -8,9 +8,20 @@ from django.utils import timezone
 from research import dispatch
 from research.events import record_event
 from research.lifecycle import fail_research
-from research.models import EventType, FollowUpQuestion, QueryStatus, Research, ResearchStatus, SerpQuery
+from research.models import (
+    EventType,
+    FollowUpQuestion,
+    MemoryItem,
+    MemoryKind,
+    QueryStatus,
+    Research,
+    ResearchMode,
+    ResearchStatus,
+    SerpQuery,
+)
 from research.planning import children_per_query
 from research.transactions import research_transaction
+from workers.agents.common import distinct
 from workers.agents.engines import engine_for
 from workers.agents.query_generator import Ancestor
 from workers.clients.llm import charged_to
@@ -19,6 +30,9 @@ from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
 
 log = logging.getLogger(__name__)
+
+# Open gaps of the research memory put first into an adaptive branch's planning prompt.
+MAX_MEMORY_GAPS = 5
 
 
 def plan_queries(research_id: str, parent_id: int | None, task_id: str | None = None) -> None:
@@ -58,8 +72,13 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
     answers = list(
         FollowUpQuestion.objects.filter(research_id=research.pk).order_by("position").values_list("question", "answer")
     )
+    # Adaptive mode only: fixed mode's planning call is what it always was.
+    focus = planning_focus(research, parent)
+    extra = {"focus": focus} if focus else {}
     with charged_to(research.pk):
-        planned, _, _ = engine_for(research.engine).plan_queries(research.prompt, answers, _ancestors(parent), count)
+        planned, _, _ = engine_for(research.engine).plan_queries(
+            research.prompt, answers, _ancestors(parent), count, **extra
+        )
 
     with transaction.atomic():
         offset = _lock_parent(parent, research.breadth or 1)
@@ -123,6 +142,20 @@ def _store(research: Research, parent: SerpQuery | None, planned: list, depth: i
                 },
             )
         dispatch.queue_each_on_commit(dispatch.SEARCH, [query.pk for query in created], research.pk)
+
+
+def planning_focus(research: Research, parent: SerpQuery | None) -> list[str]:
+    """What an adaptive branch's children must cover: the research memory's open gaps first (what no branch has
+    answered yet), then the gaps and directions the evaluator named for the parent. None in fixed mode."""
+    if research.mode != ResearchMode.ADAPTIVE or parent is None:
+        return []
+    open_gaps = MemoryItem.objects.filter(research_id=research.pk, kind=MemoryKind.GAP, closed=False).order_by("pk")
+    items = [
+        *open_gaps.values_list("text", flat=True)[:MAX_MEMORY_GAPS],
+        *(parent.gaps or []),
+        *(parent.directions or []),
+    ]
+    return distinct([" ".join(str(item).split()) for item in items if str(item).strip()])
 
 
 def planning_failed(research_id: str, parent_id: int | None, error: BaseException) -> None:

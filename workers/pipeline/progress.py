@@ -25,6 +25,8 @@ from workers.pipeline.tree_writes import tree_transaction
 log = logging.getLogger(__name__)
 
 MAX_LEARNINGS = 40
+# A branch's review decisions (adaptive mode): go no deeper, or plan its children.
+STOP, CONTINUE = "stop", "continue"
 
 
 def _decrement(model: type[Research] | type[SerpQuery], column: str, pk: Any, by: int = 1) -> int | None:
@@ -87,19 +89,38 @@ def website_failed(website_id: int, reason: str, error: str, from_statuses: list
 
 
 def website_finished(query_id: int) -> None:
-    """A website of the query was analysed or failed: the last one finishes the query."""
+    """A website of the query was analysed or failed: the last one sends the query to its review."""
     remaining = _decrement(SerpQuery, "pending_websites", query_id)
     if remaining == 0:
-        query_finished(query_id, QueryStatus.DONE, from_statuses=[QueryStatus.SCRAPING])
+        query_to_review(query_id, from_statuses=[QueryStatus.SCRAPING])
 
 
-def query_finished(query_id: int, status: str, from_statuses: list[str], error: str = "") -> bool:
-    """Mark the query done or failed (once), queue a done query's children's planning, and count it off the
-    research; a failed query plans no children, so its whole unplanned subtree is counted off with it."""
-    learnings = _learnings(query_id)
+def query_to_review(query_id: int, from_statuses: list[str]) -> bool:
+    """Every website of the query is settled: it goes to `reviewing` (the research memory's update and, in
+    adaptive mode, the branch's evaluation: workers/pipeline/review.py), its lease handed on to that step, which
+    finishes it and counts it off."""
     changed = SerpQuery.objects.filter(pk=query_id, status__in=from_statuses).update(
-        status=status, finished_at=timezone.now(), learnings=learnings, error=error[:2000]
+        status=QueryStatus.REVIEWING, claimed_at=timezone.now(), claimed_by=QUEUED, attempts=0
     )
+    if changed:
+        dispatch.queue_on_commit(dispatch.REVIEW, query_id)
+    return bool(changed)
+
+
+def query_finished(
+    query_id: int, status: str, from_statuses: list[str], error: str = "", review: dict[str, Any] | None = None
+) -> bool:
+    """Mark the query done or failed (once), queue a done query's children's planning, and count it off the
+    research; a failed query plans no children, so its whole unplanned subtree is counted off with it, and so
+    does a done query whose review decided to `stop` (adaptive mode: `review` holds the evaluator's verdict)."""
+    learnings = _learnings(query_id)
+    review = review or {}
+    stopped = review.get("decision") == STOP
+    changes: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "learnings": learnings}
+    changes.update(error=error[:2000], **review)
+    if stopped:
+        changes["children_planned"] = True  # none will be: the sweeper must not plan them either
+    changed = SerpQuery.objects.filter(pk=query_id, status__in=from_statuses).update(**changes)
     if not changed:
         return False
     query = SerpQuery.objects.select_related("research").get(pk=query_id)
@@ -108,7 +129,7 @@ def query_finished(query_id: int, status: str, from_statuses: list[str], error: 
         return True
     now = timezone.now()
     counted = 1
-    if status == QueryStatus.FAILED:
+    if status == QueryStatus.FAILED or stopped:
         counted += descendants(research.breadth or 1, research.depth or 1, query.depth)
     elif query.depth < (research.depth or 0):
         # The query's lease now stands for the planning of its children, handed on to its task.
@@ -119,7 +140,7 @@ def query_finished(query_id: int, status: str, from_statuses: list[str], error: 
         tally.queries_finished += counted  # the tree transaction's end counts them off; at zero, the report
     elif _decrement(Research, "pending_queries", research.pk, counted) == 0:
         Research.objects.filter(pk=research.pk).update(claimed_at=now, claimed_by=QUEUED)
-        dispatch.queue_on_commit(dispatch.REPORT, str(research.pk))
+        dispatch.queue_tree_finished_on_commit(research.pk)
     return True
 
 

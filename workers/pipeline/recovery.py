@@ -37,7 +37,7 @@ from research.models import (
     WebsiteStatus,
 )
 from workers.errors import ResearchStopped
-from workers.pipeline import analyze, lifecycle, plan, report, scrape, search
+from workers.pipeline import analyze, lifecycle, plan, report, review, scrape, search
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,7 @@ def sweep() -> dict[str, int]:
         _reports,
         _stuck_reports,
         _searches,
+        _reviews,
         _child_planning,
         _websites,
     ):
@@ -193,13 +194,19 @@ def _top_planning(state: Sweep) -> None:
 
 
 def _reports(state: Sweep) -> None:
+    """Every query counted off and nothing under way: the report, or first (adaptive mode) the coverage
+    evaluation, whichever the research is due (research/dispatch.py tree_finished_step)."""
     for research in _running(state).filter(pending_queries__lte=0):
+        step = dispatch.tree_finished_step(research.pk)
+        coverage = step == dispatch.COVERAGE
         state.retry_or_fail(
             research,
-            "report",
-            lambda error, pk=str(research.pk): report.report_failed(pk, error),
-            lambda pk=str(research.pk): dispatch.queue(dispatch.REPORT, pk),
-            f"no report after {research.attempts} attempts",
+            "coverage" if coverage else "report",
+            lambda error, pk=str(research.pk), c=coverage: (review.coverage_failed if c else report.report_failed)(
+                pk, error
+            ),
+            lambda pk=str(research.pk), s=step: dispatch.queue(s, pk),
+            f"no {'coverage evaluation' if coverage else 'report'} after {research.attempts} attempts",
             status=ResearchStatus.RUNNING,
             pending_queries__lte=0,
         )
@@ -237,6 +244,21 @@ def _searches(state: Sweep) -> None:
             lambda pk=query.pk: dispatch.queue(dispatch.SEARCH, pk),
             f"no search result after {query.attempts} attempts",
             status__in=searching,
+        )
+
+
+def _reviews(state: Sweep) -> None:
+    """A review whose worker died or whose message was lost: queued again; past MAX_ATTEMPTS the branch is judged
+    without a model (review.review_failed), so it still finishes."""
+    rows = SerpQuery.objects.filter(state.due(), research__status=ResearchStatus.RUNNING, status=QueryStatus.REVIEWING)
+    for query in rows:
+        state.retry_or_fail(
+            query,
+            "review",
+            lambda error, pk=query.pk: review.review_failed(pk, error),
+            lambda pk=query.pk: dispatch.queue(dispatch.REVIEW, pk),
+            f"no review after {query.attempts} attempts",
+            status=QueryStatus.REVIEWING,
         )
 
 

@@ -81,7 +81,7 @@ def _store_results(query: SerpQuery, results: list[SearchResult]) -> None:
         if not websites:
             if query.retries and Website.objects.filter(query_id=query_id, status=WebsiteStatus.ANALYZED).exists():
                 # Nothing new, but its earlier attempt's pages were analysed: the query stands on those.
-                progress.query_finished(query_id, QueryStatus.DONE, from_statuses=[QueryStatus.SCRAPING])
+                progress.query_to_review(query_id, from_statuses=[QueryStatus.SCRAPING])
             else:
                 progress.query_failed(query_id, "the search found nothing", from_statuses=[QueryStatus.SCRAPING])
         dispatch.queue_each_on_commit(dispatch.SCRAPE, [website.pk for website in websites], query.research_id)

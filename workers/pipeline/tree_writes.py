@@ -87,4 +87,4 @@ def _apply(tally: Tally) -> None:
     else:
         events.insert_events(tally.research_id, tally.events, last_seq)
     if finished and pending == 0:
-        dispatch.queue_on_commit(dispatch.REPORT, tally.research_id)
+        dispatch.queue_tree_finished_on_commit(tally.research_id)

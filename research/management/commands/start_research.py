@@ -31,6 +31,10 @@ class Command(BaseCommand):
         parser.add_argument("--budget-seconds", type=int, default=None)
         parser.add_argument("--budget-tokens", type=int, default=None)
         parser.add_argument("--budget-usd", type=float, default=None)
+        # Adaptive mode: --depth is the maximum; branches stop once good enough (docs/engine.md, "Two modes").
+        parser.add_argument("--mode", choices=["fixed", "adaptive"], default=None)
+        parser.add_argument("--min-depth", type=int, default=None)
+        parser.add_argument("--quality-threshold", type=int, default=None)
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = get_user_model().objects.filter(username=options["user"]).first()
@@ -41,7 +45,8 @@ class Command(BaseCommand):
             with transaction.atomic():  # refused: the new research is not kept either
                 research = services.create_with_answers(user, options["prompt"], pairs)
                 budget = {key: options[f"budget_{key}"] for key in ("seconds", "tokens", "usd")}
-                services.start_research(research, None, options["breadth"], options["depth"], budget)
+                adaptive = {key: options[key] for key in ("mode", "min_depth", "quality_threshold")}
+                services.start_research(research, None, options["breadth"], options["depth"], budget, **adaptive)
         except services.ServiceError as exc:
             raise CommandError(f"{exc.field or 'research'}: {exc.message}") from exc
         research_id = str(research.pk)
