@@ -4,6 +4,10 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=researchsite.settings
 WORKDIR /app
 
+# A Unicode TrueType font for the PDF export of reports (research/web/exports.py); nothing else is a system package.
+RUN apt-get update && apt-get install -y --no-install-recommends fonts-dejavu-core \
+    && rm -rf /var/lib/apt/lists/*
+
 # The runtime only: the test, lint and benchmark tools (requirements/dev.txt) stay out of the image.
 COPY requirements/ requirements/
 RUN pip install --no-cache-dir -r requirements/base.txt

@@ -6,7 +6,7 @@ from research.text.links import link_target
 from research.text.quotes import PageText
 from research.web.rendering import render_markdown
 from workers.agents.report_writer import SourceNote
-from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, report_title
+from workers.pipeline.citations import MemoryNote, cited_urls, drop_stray_links, render_report, report_title
 
 PAGE_A = "Heat pumps keep a COP of 2.1 at -15 °C.\n\nThe  Nordic   trial ran for 3 winters."
 PAGE_B = "Ground-source systems cost 30% more to install."
@@ -55,10 +55,15 @@ def test_render_keeps_valid_citations_and_renumbers_in_order_of_use() -> None:
     }
     markdown, stats = render_report(report, SOURCES, TEXTS)
     assert markdown.startswith("# Cold-climate heat pumps\n")
-    assert "Costs are higher for ground-source systems. [[1]](https://b.example/cost)" in markdown
-    assert "COP stays above 2. [[2]](https://a.example/trial)[[1]](https://b.example/cost)" in markdown
+    # each citation carries the quote it rests on as its title: the sentence's own, else its source's finding
+    cost, trial = (
+        '(https://b.example/cost "cost 30% more to install")',
+        '(https://a.example/trial "COP of 2.1 at -15 °C")',
+    )
+    assert f"Costs are higher for ground-source systems. [[1]]{cost}" in markdown
+    assert f"COP stays above 2. [[2]]{trial}[[1]]{cost}" in markdown
     assert "1. [Costs](https://b.example/cost) — quoted: “cost 30% more to install”" in markdown
-    assert "2. [Nordic trial](https://a.example/trial)" in markdown
+    assert "2. [Nordic trial](https://a.example/trial) — quoted: “COP of 2.1 at -15 °C”" in markdown
     assert stats["citations"] == 3 and stats["citations_dropped"] == 0 and stats["sources_cited"] == 2
 
 
@@ -214,3 +219,49 @@ def test_stray_links_are_dropped_keeping_their_text() -> None:
     kept, dropped = drop_stray_links(markdown, ["https://x.test/a)b"])
     assert dropped == 1
     assert kept == "Text [[1]](https://x.test/a%29b) and evil.\n\n1. [Page](https://x.test/a%29b)\n"
+
+
+def test_each_citation_carries_its_quote_as_a_title_that_hostile_quotes_cannot_break() -> None:
+    # given a page whose quoted sentence holds quotes, a ")", brackets, a markdown link, markup and a backslash
+    quote = 'He said "it (mostly) works) [see](https://evil.example/x) *now* `x` <b> \\ & &quot; 热泵'
+    page = f"Intro text here. {quote} Plain text follows."
+    url = "https://c.example/a)b"
+    sources = [SourceNote(1, url, "Page", [])]
+    report = {"title": "T", "summary": [sentence("It works.", [1], [(1, quote)])], "sections": []}
+    # when the report is rendered and shown
+    markdown, stats = render_report(report, sources, {url: PageText(page)})
+    html = render_markdown(markdown)
+    # then the citation is still one link to the page, its title the quote as written, and nothing else linked
+    assert stats["quotes_dropped"] == 0 and stats["citations"] == 1
+    assert cited_urls(markdown, [url]) == [url, url]
+    assert drop_stray_links(markdown, [url]) == (markdown, 0)
+    anchors = re.findall(r'<a href="([^"]*)" title="([^"]*)"', html)
+    assert [href for href, _ in anchors] == [link_target(url)]
+    unescaped = anchors[0][1].replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    assert unescaped == quote
+    assert "evil.example" not in "".join(re.findall(r'href="([^"]*)"', html))
+    sentence_html = html.split("<h2>Sources</h2>")[0]
+    assert "<b>" not in sentence_html and "<em>" not in sentence_html and "<code>" not in sentence_html
+
+
+def test_contradictions_cite_each_side_with_its_quote() -> None:
+    # given a memory contradiction naming a page the writer's sources left out, with that page's quote
+    other = "https://e.example/other"
+    memory = [
+        MemoryNote(
+            "contradiction",
+            "The trials disagree on the COP.",
+            [("https://a.example/trial", "Nordic trial"), (other, "Other")],
+            {other: ["Our trial measured a COP of 1.4 at -15 °C."]},
+        )
+    ]
+    report = {"title": "T", "summary": [sentence("COP is 2.1.", [1])], "sections": []}
+    # when the report is rendered
+    markdown, _ = render_report(report, SOURCES, TEXTS, memory)
+    # then both sides of the contradiction carry a quote in their title, and the sources list shows both quotes
+    html = render_markdown(markdown.split("## Contradictions")[1])
+    assert re.findall(r'title="([^"]*)"', html.split("<h2>Sources</h2>")[0]) == [
+        "COP of 2.1 at -15 °C",
+        "Our trial measured a COP of 1.4 at -15 °C.",
+    ]
+    assert "[Other](https://e.example/other) — quoted: “Our trial measured a COP of 1.4 at -15 °C.”" in markdown

@@ -1,6 +1,7 @@
 """Research memory: the memory agent through FakeLLM (real HTTP), the insert-only writes against the real database,
 the extractive twin, the snapshot, and the report's section on contradictions and open questions."""
 
+import html
 import re
 import threading
 
@@ -26,6 +27,7 @@ from research.models import (
     WebsiteStatus,
 )
 from research.snapshot import build_snapshot
+from research.web.rendering import render_markdown
 from tests.support.e2e import start_research, wait_finished
 from tests.support.snapshot_schema import validate_snapshot
 from workers.agents import extractive
@@ -272,6 +274,13 @@ def test_report_cites_both_sides_of_a_contradiction(db, user, research_model, fa
     section = markdown.split(f"## {MEMORY_HEADING}", 1)[1].split("\n## ", 1)[0]
     line = next(line for line in section.splitlines() if contradiction.text.rstrip(".") in line)
     assert set(cited_urls(line, sides)) == sides
+    # each side's citation carries, as its title, a quote extracted from that page
+    quotes = {
+        " ".join(q.split())
+        for q in Extract.objects.filter(website_id__in=contradiction.website_ids).values_list("quote", flat=True)
+    }
+    titles = [html.unescape(title) for title in re.findall(r'<a href="[^"]*" title="([^"]*)"', render_markdown(line))]
+    assert len(titles) == len(sides) and set(titles) <= quotes
     assert gap.text in section
     # every cited number is listed among the sources, and every link is an analysed page
     sources_block = markdown.split("## Sources", 1)[1]

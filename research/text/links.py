@@ -36,3 +36,29 @@ def markdown_link(text: str, url: str) -> str:
 def pages_by_link(urls: Iterable[str]) -> dict[str, str]:
     """Each URL by the link target it is written as: how a link in a document is traced back to its page."""
     return {link_target(url): url for url in urls}
+
+
+# What could end a link title or the link (`"`, `)`), open a link or markup inside it, or be read as an escape or
+# an entity: written as character references, which both Python-Markdown and CommonMark decode in a title.
+_TITLE_REFERENCES = {
+    "&": "&amp;",
+    '"': "&quot;",
+    "'": "&#39;",
+    "(": "&#40;",
+    ")": "&#41;",
+    "[": "&#91;",
+    "]": "&#93;",
+    "<": "&lt;",
+    ">": "&gt;",
+    "\\": "&#92;",
+    "`": "&#96;",
+    "*": "&#42;",
+    "_": "&#95;",
+}
+_TITLE_SPECIAL = re.compile("[" + re.escape("".join(_TITLE_REFERENCES)) + "]")
+
+
+def link_title(text: str) -> str:
+    """Text as a markdown link title, `[text](url "title")`: one line, and the reader sees it exactly as written
+    (a quote holding `"`, `)`, brackets or markup neither ends the link nor becomes markup)."""
+    return _TITLE_SPECIAL.sub(lambda match: _TITLE_REFERENCES[match.group(0)], " ".join(text.split()))

@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from research import branches, quotas, services
 from research.models import Document, DocumentKind, Event, Research, ResearchStatus
 from research.snapshot import build_snapshot, event_payload, research_summary
+from research.web import exports
 from research.web.rendering import render_markdown
 from research.web.validation import (
     MAX_SEQ,
@@ -28,6 +29,7 @@ from research.web.validation import (
     uuid_value,
 )
 from workers.errors import DeadlineExceeded, PermanentError, TransientError
+from workers.pipeline.citations import report_title
 from workers.pipeline.followups import generate_followups
 
 log = logging.getLogger(__name__)
@@ -248,3 +250,33 @@ def _version(documents: QuerySet, request: HttpRequest) -> QuerySet:
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_SEQ:
         raise ApiError(400, "must be a positive integer", "version")
     return documents.filter(version=int(raw))
+
+
+# --- Exports: the report as PDF or Word, built per request from its markdown (research/web/exports.py) ---
+
+
+def _export(request: HttpRequest, research_id: str, extension: str, content_type: str, build: Callable) -> HttpResponse:
+    research = own_research(request, research_id)
+    document = (
+        _version(Document.objects.filter(research=research, kind=DocumentKind.REPORT), request)
+        .order_by("-version")
+        .first()
+    )
+    if document is None:
+        raise ApiError(404, f"this research has no report.{extension} (yet)")
+    title = report_title(document.markdown) or research.title or "Research report"
+    response = HttpResponse(build(document.markdown, title), content_type=content_type)
+    version = document.version if request.GET.get("version") is not None else None
+    response["Content-Disposition"] = exports.content_disposition(title, extension, version)
+    response["Cache-Control"] = "private, no-cache"
+    return response
+
+
+@api_view("GET")
+def report_pdf(request: HttpRequest, research_id: str) -> HttpResponse:
+    return _export(request, research_id, "pdf", exports.PDF_CONTENT_TYPE, exports.report_pdf)
+
+
+@api_view("GET")
+def report_docx(request: HttpRequest, research_id: str) -> HttpResponse:
+    return _export(request, research_id, "docx", exports.DOCX_CONTENT_TYPE, exports.report_docx)

@@ -19,6 +19,7 @@ from research.models import (
     SerpQuery,
     Website,
 )
+from research.text.links import link_title
 
 
 def add_event(research: Research, event_type: str, data: dict, at: datetime) -> None:
@@ -168,24 +169,30 @@ def seed_research(
     return research
 
 
+QUOTE_ONE = "The seasonal coefficient of performance averaged 2.7."
+QUOTE_TWO = 'Defrost cycles took 5 to 12 percent of the "heating energy" (below -15 °C).'
+
+
 def report_markdown(title: str, url) -> str:
     first, second = url("report-source-one"), url("report-source-two")
+    # Each citation carries the quote it rests on as its link title, as the renderer writes it (citations.py).
+    q1, q2 = link_title(QUOTE_ONE), link_title(QUOTE_TWO)
     return f"""# {title}
 
 ## Summary
 
-Cold-climate heat pumps kept a seasonal COP above 2.5 in every field trial found. [[1]]({first}) Defrost cycles
-cost between 5 and 12 percent of the heating energy below -15 °C. [[2]]({second})
+Cold-climate heat pumps kept a seasonal COP above 2.5 in every field trial found. [[1]]({first} "{q1}") Defrost cycles
+cost between 5 and 12 percent of the heating energy below -15 °C. [[2]]({second} "{q2}")
 
 ## Field measurements
 
 ### Nordic trials
 
-Across 14 homes the seasonal coefficient of performance averaged 2.7. [[1]]({first}) Output fell by a third at
--25 °C but no home needed its backup heater for more than 40 hours. [[1]]({first}) [[2]]({second})
+Across 14 homes the seasonal coefficient of performance averaged 2.7. [[1]]({first} "{q1}") Output fell by a third at
+-25 °C but no home needed its backup heater for more than 40 hours. [[1]]({first} "{q1}") [[2]]({second} "{q2}")
 
 ## Sources
 
-1. [Heat pumps in the cold, part 1]({first}) — quoted: “The seasonal coefficient of performance averaged 2.7.”
-2. [Defrost losses measured]({second})
+1. [Heat pumps in the cold, part 1]({first}) — quoted: “{QUOTE_ONE}”
+2. [Defrost losses measured]({second}) — quoted: “{QUOTE_TWO}”
 """

@@ -6,7 +6,9 @@ model wrote into the text itself are removed, and a last pass over the markdown 
 analysed page. Everything dropped is counted in the stats. The research memory's contradictions and open gaps
 follow the model's sections in a section of their own, rendered here rather than by the model, each contradiction
 citing every page it names in the report's own citation format. Links are written with `research/text/links.py`, so a
-URL holding `)`, spaces or `<` stays one link.
+URL holding `)`, spaces or `<` stays one link. Every citation carries the quote it rests on as its link title,
+`[[n]](url "quote")`, which the report page shows as the link's tooltip; every quote so used is listed with its
+source at the end, where exports that have no tooltips show it.
 """
 
 import re
@@ -14,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from research.text.links import inert_text, link_target, pages_by_link
+from research.text.links import inert_text, link_target, link_title, pages_by_link
 from research.text.quotes import PageText
 from workers.agents.report_writer import SourceNote
 
@@ -26,6 +28,9 @@ _BARE_URL_TAIL = r"(?:[^\s()<>\[\]]|\([^\s()<>\[\]]*\))+"
 _MD_LINK = re.compile(rf"(?<!\\)!?\[({_LINK_TEXT})\]\(\s*<?({_LINK_TARGET})>?(?:\s+\"[^\"]*\")?\s*\)")
 _BARE_URL = re.compile(rf"(?:https?|ftp|javascript|data|file):{_BARE_URL_TAIL}", re.IGNORECASE)
 _INLINE_MARK = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+_WORD = re.compile(r"\w+")
+# A tooltip, not a page: a longer quote is cut there (the sources list keeps it whole).
+TITLE_MAX_CHARS = 600
 
 
 @dataclass
@@ -78,6 +83,7 @@ class _Renderer:
         self.stats.sentences += 1
         text = self.clean_text(item.get("text", ""))
         cited: list[int] = []
+        quoted_here: dict[int, list[str]] = {}
         for number in item.get("sources", []):
             if isinstance(number, int) and number in self.sources:
                 if number not in cited:
@@ -95,6 +101,7 @@ class _Renderer:
             normalised = " ".join(text_of_quote.split())
             if normalised not in self.quotes_used[number]:
                 self.quotes_used[number].append(normalised)
+            quoted_here.setdefault(number, []).append(normalised)
             if number not in cited:
                 cited.append(number)
         if not text or not cited:
@@ -102,10 +109,36 @@ class _Renderer:
             return None
         marks = []
         for number in cited:
-            report_number = self.numbers.setdefault(number, len(self.numbers) + 1)
-            marks.append(f"[[{report_number}]]({link_target(self.sources[number].url)})")
-            self.stats.citations += 1
+            quote = " … ".join(dict.fromkeys(quoted_here.get(number, []))) or self.finding_quote(number, text)
+            marks.append(self.mark(number, quote))
         return f"{text} {''.join(marks)}"
+
+    # --- Citation titles: the quote each citation rests on ---
+
+    def finding_quote(self, number: int, text: str, candidates: Iterable[str] = ()) -> str:
+        """For a citation the sentence gave no quote for: the quote of the source's finding (or of `candidates`)
+        closest in words to the sentence, if it is on the page; it joins the quotes the sources list shows."""
+        source = self.sources[number]
+        page = self.page_texts.get(source.url)
+        quotes = [q for q in (*candidates, *(quote for _, quote in source.findings)) if q and q.strip()]
+        quotes = [q for q in quotes if page is None or page.contains(q)]
+        if not quotes:
+            return ""
+        words = set(_WORD.findall(text.lower()))
+        best = " ".join(max(quotes, key=lambda q: len(words & set(_WORD.findall(q.lower())))).split())
+        used = self.quotes_used.setdefault(number, [])
+        if best not in used:
+            used.append(best)
+        return best
+
+    def mark(self, number: int, quote: str) -> str:
+        """`[[n]](url "quote")`, numbered in order of first citation; no title when there is no quote."""
+        report_number = self.numbers.setdefault(number, len(self.numbers) + 1)
+        self.stats.citations += 1
+        target = link_target(self.sources[number].url)
+        if len(quote) > TITLE_MAX_CHARS:
+            quote = quote[: TITLE_MAX_CHARS - 1].rstrip() + "…"
+        return f'[[{report_number}]]({target} "{link_title(quote)}")' if quote else f"[[{report_number}]]({target})"
 
     def paragraphs(self, paragraphs: list[Any]) -> list[str]:
         rendered = []
@@ -126,6 +159,7 @@ class MemoryNote:
     kind: str  # "contradiction" or "gap"
     text: str
     pages: list[tuple[str, str]] = field(default_factory=list)  # (url, title) of each analysed page it names
+    quotes: dict[str, list[str]] = field(default_factory=dict)  # url → the verified quotes extracted from that page
 
 
 def render_report(
@@ -168,7 +202,8 @@ def render_report(
         quoted = renderer.quotes_used.get(number)
         if quoted:
             # A page's words as written: they form no link and no tag.
-            entry += " — quoted: " + "; ".join(f"“{inert_text(q)}”" for q in quoted[:5])
+            # Every quote a citation rests on: the tooltips' text, for readers (and exports) without them.
+            entry += " — quoted: " + "; ".join(f"“{inert_text(q)}”" for q in quoted)
         lines.append(entry)
     renderer.stats.sources_cited = len(by_report_number)
     markdown = "\n".join(lines).rstrip() + "\n"
@@ -196,9 +231,8 @@ def _memory_section(renderer: _Renderer, memory: list[MemoryNote]) -> list[str]:
         elif len(numbers) >= 2:
             marks = []
             for number in numbers:
-                report_number = renderer.numbers.setdefault(number, len(renderer.numbers) + 1)
-                marks.append(f"[[{report_number}]]({link_target(renderer.sources[number].url)})")
-                renderer.stats.citations += 1
+                url = renderer.sources[number].url
+                marks.append(renderer.mark(number, renderer.finding_quote(number, text, note.quotes.get(url, []))))
             contradictions.append(f"- {text} {''.join(marks)}")
     if not contradictions and not questions:
         return []

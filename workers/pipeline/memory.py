@@ -172,8 +172,17 @@ def report_notes(research_id: Any) -> list[MemoryNote]:
     named = {pk for item in contradictions for pk in item.website_ids}
     websites = Website.objects.filter(research_id=research_id, status=WebsiteStatus.ANALYZED, pk__in=named)
     pages = {pk: (url, title) for pk, url, title in websites.values_list("pk", "url", "title")}
+    # The verified quotes of each named page: what each side of a contradiction's citation rests on.
+    quotes: dict[str, list[str]] = {}
+    for pk, quote in Extract.objects.filter(website_id__in=pages).order_by("id").values_list("website_id", "quote"):
+        quotes.setdefault(pages[pk][0], []).append(quote)
     notes = [
-        MemoryNote("contradiction", item.text, [pages[pk] for pk in item.website_ids if pk in pages])
+        MemoryNote(
+            "contradiction",
+            item.text,
+            [pages[pk] for pk in item.website_ids if pk in pages],
+            {pages[pk][0]: quotes.get(pages[pk][0], []) for pk in item.website_ids if pk in pages},
+        )
         for item in contradictions
     ]
     return notes + [MemoryNote("gap", item.text) for item in gaps]

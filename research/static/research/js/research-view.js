@@ -29,6 +29,8 @@ export class ResearchView {
       cancel: $("#cancel-button"),
       downloadReport: $("#download-report"),
       downloadError: $("#download-error"),
+      downloadPdf: $("#download-pdf"),
+      downloadDocx: $("#download-docx"),
       queries: $("#s-queries"),
       analysed: $("#s-analysed"),
       failed: $("#s-failed"),
@@ -95,6 +97,8 @@ export class ResearchView {
     show(this.el.cancel, false);
     show(this.el.downloadReport, false);
     show(this.el.downloadError, false);
+    show(this.el.downloadPdf, false);
+    show(this.el.downloadDocx, false);
     show(this.tabs.report.tab, false);
     show(this.tabs.error.tab, false);
     this.select("log");
@@ -197,6 +201,11 @@ export class ResearchView {
     this.el.downloadError.href = `/api/research/${r.id}/error-output.md`;
     show(this.el.downloadReport, Boolean(snapshot.report));
     show(this.el.downloadError, Boolean(snapshot.error_output));
+    // Exports of the latest report, built by the server per request (research/web/exports.py).
+    this.el.downloadPdf.href = `/api/research/${r.id}/report.pdf`;
+    this.el.downloadDocx.href = `/api/research/${r.id}/report.docx`;
+    show(this.el.downloadPdf, Boolean(snapshot.report));
+    show(this.el.downloadDocx, Boolean(snapshot.report));
     if (r.status === "awaiting_answers") {
       const resume = h("button", { type: "button", class: "button button-primary", text: "Answer and start" });
       resume.addEventListener("click", () => this.onResume(snapshot));
