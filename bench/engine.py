@@ -52,7 +52,7 @@ def queue_research(owner: Any) -> str:
     return str(services.create_with_answers(owner, prompt, [("Which climates?", "Nordic")]).pk)
 
 
-def start(research_id: str, breadth: int, depth: int) -> datetime:
+def start(research_id: str, breadth: int, depth: int, mode: str = "fixed") -> datetime:
     """Start the research through the service the API uses; returns when its start was queued."""
     from django.utils import timezone
 
@@ -60,7 +60,7 @@ def start(research_id: str, breadth: int, depth: int) -> datetime:
     from research.models import Research
 
     queued_at = timezone.now()
-    services.start_research(Research.objects.get(pk=research_id), None, breadth, depth)
+    services.start_research(Research.objects.get(pk=research_id), None, breadth, depth, mode=mode)
     return queued_at
 
 

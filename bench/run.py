@@ -8,6 +8,9 @@ Parts (all by default, in this order, one stack for all of them):
              engine's critical-part runs (so `reference` needs `critical` in the same run)
   scaling    (4,3) on 1, 2, 4, 8 worker processes of a few slots each (latency-bound: slots are the limit)
   snapshots  snapshot build time, size and SQL queries at 110 queries × 7 pages
+  adaptive   adaptive against fixed mode at (4,3) on a "simple" and a "complex" request (bench/adaptive.py):
+             model calls, cost, wall time and depth reached; the target is 30 %+ fewer calls on the simple one
+             at no more than 10 % extra cost on average
 
 Every figure is the median of the repetitions, with the 1-minute load average beside it (other work on this
 machine slows the stack down; look at the load before trusting a figure). Raw runs go to var/bench/*.json.
@@ -31,7 +34,7 @@ from bench.latency import ZERO, Latencies
 
 log = logging.getLogger("bench")
 
-PARTS = ("critical", "overhead", "reference", "scaling", "snapshots")
+PARTS = ("critical", "overhead", "reference", "scaling", "snapshots", "adaptive")
 DEFAULT_PARTS = PARTS
 SHAPES = ((2, 2), (4, 2), (3, 3), (4, 3), (5, 5))
 OUT_DIR = Path(__file__).resolve().parent.parent / "var" / "bench"
@@ -325,6 +328,51 @@ class Bench:
             )
         self.sections.append(section)
 
+    def adaptive(self, stack: Any, owner: Any) -> None:
+        from bench.adaptive import MODES, REQUESTS, run_one, verdict
+
+        shape = (4, 3)
+        runs: dict[tuple[str, str], list[Any]] = {}
+        with stack.workers(self.args.workers, self.args.concurrency, "bench-adaptive-"):
+            for rep in range(self.args.adaptive_reps):
+                for request in REQUESTS:
+                    for mode in MODES:
+                        run = run_one(stack, owner, self.latencies, request, mode, shape, self.args.timeout)
+                        if run.status != "completed":
+                            raise RuntimeError(f"adaptive bench: {request} {mode} ended {run.status}")
+                        runs.setdefault((request, mode), []).append(run)
+                        self.record(f"adaptive {request} {mode}", run.as_dict())
+                        self.say(
+                            f"adaptive rep {rep + 1} {request} {mode}: {run.wall:.1f} s, {run.calls} calls, "
+                            f"${run.cost_usd:.4f}, depth {run.depth_reached}"
+                        )
+        section = Section(f"Adaptive against fixed mode, (4,3), latencies {self.latencies.describe()}")
+        for (request, mode), measured in runs.items():
+            section.rows.append(
+                Row(
+                    f"{request}, {mode}",
+                    f"{median([r.calls for r in measured]):.0f} calls",
+                    f"${median([r.cost_usd for r in measured]):.4f}; {median([r.tokens for r in measured]):,.0f} "
+                    f"tokens; {median([r.wall for r in measured]):.1f} s; {measured[0].queries} queries, depth "
+                    f"{measured[0].depth_reached}, {measured[0].gap_rounds} gap rounds",
+                )
+            )
+        saved, extra = verdict(runs, median)
+        section.rows.append(
+            Row("simple request: calls saved by adaptive", f"{saved:.0%}", "", "≥ 30 %", saved >= 0.30, load())
+        )
+        section.rows.append(
+            Row(
+                "extra cost of adaptive, mean of both requests",
+                f"{extra:+.0%}",
+                "",
+                "≤ +10 %",
+                extra <= 0.10,
+                load(),
+            )
+        )
+        self.sections.append(section)
+
     def snapshots(self, owner: Any) -> None:
         from bench.snapshots import build_tree, measure_snapshot
 
@@ -371,6 +419,8 @@ class Bench:
                 self.scaling(stack, owner)
             if "snapshots" in parts:
                 self.snapshots(owner)
+            if "adaptive" in parts:
+                self.adaptive(stack, owner)
 
     def table(self) -> str:
         lines = []
@@ -398,6 +448,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--scaling-workers", type=int, nargs="+", default=[1, 2, 4, 8], help="worker counts (default 1 2 4 8)")
     add("--scaling-concurrency", type=int, default=2, help="threads per worker when scaling (default 2)")
     add("--shapes", type=_shape, nargs="+", default=list(SHAPES), help="critical-path shapes, e.g. 4x3 5x5")
+    add("--adaptive-reps", type=int, default=1, help="repetitions of each adaptive-bench run (default 1)")
     add("--timeout", type=float, default=900, help="seconds one research may take (default 900)")
     defaults = Latencies()
     for name in ("plan", "search", "page", "analysis", "report"):

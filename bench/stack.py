@@ -64,13 +64,15 @@ class Fakes:
         self.searx = FakeSearx(web=self.web).start()
         return self
 
-    def prepare(self, latencies: Latencies) -> None:
-        """Fresh request logs (they grow with every call), the research model, and the given latencies."""
+    def prepare(self, latencies: Latencies) -> ResearchModel:
+        """Fresh request logs (they grow with every call), the research model, and the given latencies; returns
+        the model, whose behaviour (the evaluator's scores, say) a part may script."""
         assert self.searx is not None
         for fake in (self.web, self.llm, self.searx):
             fake.reset()
-        ResearchModel(self.llm).install()
+        model = ResearchModel(self.llm).install()
         apply(latencies, self.llm, self.searx, self.web)
+        return model
 
     def stop(self) -> None:
         for fake in (self.searx, self.llm, self.web):

@@ -28,6 +28,12 @@ def total_queries(breadth: int, depth: int) -> int:
     return sum(queries_per_level(breadth, depth))
 
 
+def gap_round_queries(breadth: int) -> int:
+    """Depth-1 branches one gap-filling round adds (adaptive mode): planned like the level below the top, half the
+    breadth rounded up, for the gaps the coverage evaluation named rather than the whole request again."""
+    return children_per_query(breadth, 1)
+
+
 def descendants(breadth: int, depth: int, level: int) -> int:
     """Queries below one level-`level` query when its whole subtree runs (none below the last level)."""
     total, width = 0, 1

@@ -24,7 +24,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import descendants, total_queries
+from research.planning import descendants, gap_round_queries, total_queries
 from research.usage import research_cost
 
 SNAPSHOT_VERSION = 2
@@ -205,9 +205,13 @@ def _progress(
     website_statuses = [row["status"] for row in website_rows]
     planned = 0
     if research.breadth and research.depth:
-        # Each gap-filling round (adaptive mode) adds `breadth` depth-1 branches: another whole tree's worth.
-        rounds = 1 + (research.gap_rounds or 0)
-        planned = total_queries(research.breadth, research.depth) * rounds - _pruned(research, query_rows)
+        # Each gap-filling round (adaptive mode) adds depth-1 branches, each with its whole subtree.
+        per_round = gap_round_queries(research.breadth) * (1 + descendants(research.breadth, research.depth, 1))
+        planned = (
+            total_queries(research.breadth, research.depth)
+            + (research.gap_rounds or 0) * per_round
+            - _pruned(research, query_rows)
+        )
     return {
         "queries_planned": planned,
         "queries_created": len(query_rows),

@@ -26,7 +26,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import total_queries
+from research.planning import gap_round_queries, total_queries
 from tests.support.e2e import WORKER_ENV, wait_finished
 from tests.support.private_services import Beat, PrivateRedis
 from workers.agents import extractive
@@ -163,11 +163,13 @@ def test_adaptive_coverage_adds_gap_rounds_up_to_the_maximum(
     research_model.research_score = lambda done: research_scores[done]
     # when an adaptive 2x2 research runs
     research = wait_finished(start_adaptive(api, 2, 2))
-    # then each short evaluation adds `breadth` new depth-1 branches, never more than ADAPTIVE_MAX_GAP_ROUNDS rounds
+    # then each short evaluation adds half the breadth (rounded up) of new depth-1 branches, never more than
+    # ADAPTIVE_MAX_GAP_ROUNDS rounds
     assert settings.ADAPTIVE_MAX_GAP_ROUNDS == 2
     assert_reported_once_with_verified_citations(research)
     queries = list(SerpQuery.objects.filter(research=research))
-    assert Counter(q.round for q in queries) == {r: 2 for r in range(rounds + 1)}
+    assert gap_round_queries(2) == 1
+    assert Counter(q.round for q in queries) == {0: 2, **{r: 1 for r in range(1, rounds + 1)}}
     assert {q.depth for q in queries} == {1} and len({q.position for q in queries}) == len(queries)
     assert research.gap_rounds == rounds
     added = [e["round_added"] for e in events(research.pk, "research_evaluated")]

@@ -33,7 +33,7 @@ from research.models import (
     ResearchStatus,
     SerpQuery,
 )
-from research.planning import descendants
+from research.planning import descendants, gap_round_queries
 from research.transactions import research_transaction
 from workers.agents.common import distinct
 from workers.agents.engines import EXTRACTIVE, engine_for
@@ -195,7 +195,7 @@ def _cover(research: Research, engine: str) -> None:
         focus = distinct([*open_gaps.order_by("pk").values_list("text", flat=True)[:5], *evaluation.gaps])
         with charged_to(research.pk):
             planned, _, _ = engine_for(engine).plan_queries(
-                research.prompt, answers, [], research.breadth or 1, focus=focus
+                research.prompt, answers, [], gap_round_queries(research.breadth or 1), focus=focus
             )
 
     with research_transaction(research.pk):
