@@ -291,12 +291,11 @@ def test_report_cites_both_sides_of_a_contradiction(db, user, research_model, fa
 
 
 def test_memory_of_a_real_research_rests_on_its_analysed_websites(api, workers, research_model) -> None:
-    # given a research run by the worker processes (until the review step calls it, memory is asked for here)
+    # when a research runs on the worker processes (each query's review step updates the memory)
     research = wait_finished(start_research(api, 2, 2))
     assert research.status == ResearchStatus.COMPLETED, research.error
-    # when each finished query is remembered
-    for query_id in SerpQuery.objects.filter(research=research, status=QueryStatus.DONE).values_list("pk", flat=True):
-        remember(query_id)
+    done = SerpQuery.objects.filter(research=research, status=QueryStatus.DONE).count()
+    assert Event.objects.filter(research=research, type="memory_updated").count() == done
     # then insights exist, every item rests on analysed websites of this research, a contradiction on two or more
     analysed = set(Website.objects.filter(research=research, status="analyzed").values_list("pk", flat=True))
     items = list(MemoryItem.objects.filter(research=research))
@@ -308,3 +307,10 @@ def test_memory_of_a_real_research_rests_on_its_analysed_websites(api, workers, 
     snapshot = build_snapshot(str(research.pk))
     validate_snapshot(snapshot)
     assert len(snapshot["memory"]["insights"]) == sum(item.kind == MemoryKind.INSIGHT for item in items)
+    # and the report's section on contradictions cites every side of each
+    report = Document.objects.get(research=research, kind="report").markdown
+    assert f"## {MEMORY_HEADING}" in report
+    section = report.split(f"## {MEMORY_HEADING}", 1)[1]
+    urls = dict(Website.objects.filter(research=research).values_list("pk", "url"))
+    for item in contradictions:
+        assert all(urls[website_id] in section for website_id in item.website_ids)
