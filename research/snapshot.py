@@ -47,7 +47,8 @@ def research_summary(research: Research) -> dict[str, Any]:
 
 
 def build_snapshot(research_id: Any) -> dict[str, Any]:
-    """Load the research, its questions, queries, websites, extracts, memory, documents and report sections: eight queries in all."""
+    """Load the research, its questions, queries, websites, extracts, memory, documents and report sections: eight
+    queries in all."""
     research = Research.objects.get(pk=research_id)
     questions = list(
         FollowUpQuestion.objects.filter(research_id=research.pk)
