@@ -23,6 +23,9 @@ SEARCH = "workers.tasks.run_query_task"
 SCRAPE = "workers.tasks.scrape_website_task"
 ANALYZE = "workers.tasks.analyze_website_task"
 REPORT = "workers.tasks.write_report_task"
+# The report's sections, each a step of its own on the normal queue, and their assembly once all are written.
+SECTION = "workers.tasks.write_section_task"
+ASSEMBLE = "workers.tasks.assemble_report_task"
 REVIEW = "workers.tasks.review_query_task"
 COVERAGE = "workers.tasks.evaluate_coverage_task"
 

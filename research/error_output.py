@@ -22,6 +22,13 @@ def build_error_output(research_id: Any, what: str, impact: str) -> str:
         lines += ["### Follow-up questions", ""]
         lines += [f"- **{q['question']}** {q['answer'] or '(no answer)'}" for q in snapshot["questions"]]
         lines.append("")
+    sections = snapshot["report_sections"]
+    if sections:
+        # A report that failed part-way: which of its sections were written before it did.
+        written = [s for s in sections if s["status"] == "written"]
+        lines += ["## Report sections", ""]
+        lines += [f"- [{s['status']}] {s['position']}. {inert_text(s['title'])}" for s in sections]
+        lines += ["", f"{len(written)} of {len(sections)} sections were written.", ""]
     lines += ["## Queries and their states", ""]
     for query in queries:
         error = f" — error: {inert_text(query['error'])}" if query["error"] else ""

@@ -76,6 +76,8 @@ class Research(models.Model):
     stop_reason = models.CharField(max_length=40, blank=True)
     # The report version being written: a retried branch of a finished research writes the next one.
     report_version = models.PositiveIntegerField(default=1)
+    # The outline of that version's report (title, summary), planned once; its sections are ReportSection rows.
+    report_outline = models.JSONField(default=dict, blank=True)
     # Lease of the research-level step in progress (start, top-level planning, report) and its claims so far:
     # the sweeper re-queues a step whose lease ran out (docs/reliability.md).
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -303,6 +305,45 @@ class Document(models.Model):
         return f"{self.kind} of {self.research_id}"
 
 
+class SectionStatus(models.TextChoices):
+    PENDING = "pending"
+    WRITING = "writing"
+    WRITTEN = "written"
+    FAILED = "failed"
+
+
+class ReportSection(models.Model):
+    """One section of a report version, written by its own task so sections are written in parallel."""
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="report_sections")
+    version = models.PositiveIntegerField()
+    position = models.PositiveSmallIntegerField()
+    title = models.CharField(max_length=200)
+    # What the outline gave this section: the numbers of the sources it uses and the learnings it covers.
+    plan = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=20, choices=SectionStatus.choices, default=SectionStatus.PENDING)
+    # The writer's structured output (rendered again, with every other section, when the report is assembled)
+    # and the section rendered on its own, shown while the rest of the report is being written.
+    content = models.JSONField(default=dict, blank=True)
+    markdown = models.TextField(blank=True)
+    # Lease, as for queries and websites: the sweeper re-queues a section whose lease ran out.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    written_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["research", "version", "position"]
+        constraints = [
+            _status_check("section_status_valid", SectionStatus),
+            models.UniqueConstraint(fields=["research", "version", "position"], name="section_position_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"section {self.position} of {self.research_id} v{self.version}"
+
+
 class EventType(models.TextChoices):
     GENERATING_FOLLOWUPS = "generating_followups"
     FOLLOWUPS_GENERATED = "followups_generated"
@@ -316,6 +357,7 @@ class EventType(models.TextChoices):
     SERP_QUERY_FAILED = "serp_query_failed"
     REPORT_WRITING_START = "report_writing_start"
     REPORT_WRITING_SUCCESSFUL = "report_writing_successful"
+    REPORT_SECTION_WRITTEN = "report_section_written"
     RESEARCH_FAILED = "research_failed"
     RESEARCH_CANCELLED = "research_cancelled"
     BUDGET_REACHED = "budget_reached"

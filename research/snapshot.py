@@ -19,6 +19,7 @@ from research.models import (
     MemoryItem,
     MemoryKind,
     QueryStatus,
+    ReportSection,
     Research,
     SerpQuery,
     Website,
@@ -46,7 +47,8 @@ def research_summary(research: Research) -> dict[str, Any]:
 
 
 def build_snapshot(research_id: Any) -> dict[str, Any]:
-    """Load the research, its questions, queries, websites, extracts, memory and documents: seven queries in all."""
+    """Load the research, its questions, queries, websites, extracts, memory, documents and report sections: eight
+    queries in all."""
     research = Research.objects.get(pk=research_id)
     questions = list(
         FollowUpQuestion.objects.filter(research_id=research.pk)
@@ -87,6 +89,7 @@ def build_snapshot(research_id: Any) -> dict[str, Any]:
         "memory": _memory(research),
         "report": _document(documents.get(DocumentKind.REPORT)),
         "report_versions": report_versions,
+        "report_sections": _report_sections(research),
         "error_output": _document(documents.get(DocumentKind.ERROR_OUTPUT)),
         "progress": _progress(research, query_rows, website_rows, extracts),
     }
@@ -126,6 +129,15 @@ WEBSITE_FIELDS = (
     "finished_at",
 )
 TIMES = ("created_at", "started_at", "finished_at")
+
+
+def _report_sections(research: Research) -> list[dict[str, Any]]:
+    """The sections of the report version being written (or last written), in outline order, as they land."""
+    return list(
+        ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
+        .order_by("position")
+        .values("position", "title", "status", "markdown")
+    )
 
 
 def _research(research: Research) -> dict[str, Any]:

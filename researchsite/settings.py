@@ -175,7 +175,7 @@ CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_TASK_QUEUES = (Queue("celery", routing_key="celery"), Queue("control", routing_key="control"))
 CELERY_TASK_ROUTES = {
     f"workers.tasks.{name}": {"queue": "control"}
-    for name in ("start_research_task", "plan_queries_task", "write_report_task", "sweep_task")
+    for name in ("start_research_task", "plan_queries_task", "write_report_task", "assemble_report_task", "sweep_task")
 }
 # Celery's Django fixup closes the DB connection around every task unless told to reuse it (measured: 7.2 ms vs
 # 1.5 ms per DB-writing task). It reads this from the app's configuration, not from the environment.

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from devtools.processes import wait_until
-from research.models import Document, Event, Research, ResearchStatus, SerpQuery
+from research.models import Document, Event, ReportSection, Research, ResearchStatus, SerpQuery
 from research.planning import total_queries
 from tests.support.e2e import start_research, wait_finished
 from workers import tasks
@@ -38,13 +38,13 @@ def test_cancel_while_planning_adds_no_queries(api, workers, research_model, fak
 
 
 def test_cancel_while_the_report_is_written_stores_no_report(api, workers, research_model, fake_llm) -> None:
-    # given a research whose report the model takes 2 s to write
-    fake_llm.delays["research_report"] = 2.0
+    # given a research whose report sections the model takes 2 s to write
+    fake_llm.delays["report_section"] = 2.0
     research_id = start_research(api, 1, 1)
     wait_until(lambda: status(research_id) == ResearchStatus.REPORTING)
     # when it is cancelled while the report is being written
     assert api.post(f"/api/research/{research_id}/cancel").status_code == 200
-    wait_until(lambda: fake_llm.count("research_report") >= 1)
+    wait_until(lambda: fake_llm.count("report_section") >= 1)
     time.sleep(3)
     # then no report is stored and the research stays cancelled
     assert status(research_id) == ResearchStatus.CANCELLED
@@ -53,8 +53,8 @@ def test_cancel_while_the_report_is_written_stores_no_report(api, workers, resea
 
 
 def test_report_task_delivered_again_while_it_runs_writes_once(api, workers, research_model, fake_llm) -> None:
-    # given a report that takes 2 s to write, and is being written
-    fake_llm.delays["research_report"] = 2.0
+    # given a report whose outline takes 2 s to plan, and is being planned
+    fake_llm.delays["report_outline"] = 2.0
     research_id = start_research(api, 1, 1)
     wait_until(lambda: status(research_id) == ResearchStatus.REPORTING)
     # when the report task is delivered three more times meanwhile
@@ -62,9 +62,10 @@ def test_report_task_delivered_again_while_it_runs_writes_once(api, workers, res
         tasks.write_report_task.delay(research_id)
     research = wait_finished(research_id)
     time.sleep(1)  # let the late deliveries run out
-    # then one model call, one start, one report
+    # then one outline, one model call per section, one start, one report
     assert research.status == ResearchStatus.COMPLETED, research.error
-    assert fake_llm.count("research_report") == 1
+    assert fake_llm.count("report_outline") == 1
+    assert fake_llm.count("report_section") == ReportSection.objects.filter(research=research).count()
     types = list(research.events.values_list("type", flat=True))
     assert types.count("report_writing_start") == 1 and types.count("report_writing_successful") == 1
     assert Document.objects.filter(research=research, kind="report").count() == 1
@@ -73,7 +74,7 @@ def test_report_task_delivered_again_while_it_runs_writes_once(api, workers, res
 def test_report_that_fails_on_every_try_fails_the_research(api, workers, research_model, fake_llm) -> None:
     # given a model that answers every report request with a server error (held 1 s, so the switch is in place
     # before the first of them is answered)
-    fake_llm.delays["research_report"] = 1.0
+    fake_llm.delays["report_outline"] = 1.0
     research_id = start_research(api, 1, 1)
     wait_until(lambda: status(research_id) == ResearchStatus.REPORTING)
     fake_llm.fail_always(500)
@@ -85,7 +86,7 @@ def test_report_that_fails_on_every_try_fails_the_research(api, workers, researc
     assert output.stats["reason"] == "report_failed"
     assert not Document.objects.filter(research=research, kind="report").exists()
     llm_tries = 1 + 3  # LLM_MAX_RETRIES in the test workers
-    assert fake_llm.count("research_report") >= 2 * llm_tries  # the task ran twice (TASK_MAX_RETRIES = 1)
+    assert fake_llm.count("report_outline") >= 2 * llm_tries  # the task ran twice (TASK_MAX_RETRIES = 1)
     types = list(research.events.values_list("type", flat=True))
     assert types.count("report_writing_start") == 1 and types[-1] == "research_failed"
     assert SerpQuery.objects.filter(research=research, status="done").count() == total_queries(1, 1)

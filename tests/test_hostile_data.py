@@ -32,6 +32,7 @@ from research.text.quotes import PageText
 from research.text.storable import MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, storable, storable_data, storable_url
 from research.web.rendering import render_markdown
 from tests.support.factories import running_research
+from tests.support.reports import outline_and_sections, write_report_now
 from workers.agents import prompt_analyzer, query_generator, report_writer, website_analyzer
 from workers.agents.query_generator import Ancestor
 from workers.agents.report_writer import SourceNote
@@ -39,7 +40,6 @@ from workers.clients import searxng
 from workers.pipeline.analyze import analyze_website
 from workers.pipeline.citations import cited_urls
 from workers.pipeline.plan import plan_queries
-from workers.pipeline.report import write_report
 from workers.pipeline.review import review_query
 from workers.pipeline.scrape import scrape_website
 from workers.pipeline.search import run_query
@@ -250,7 +250,7 @@ def test_stray_link_in_a_report_is_dropped_not_fatal(user, fakes, monkeypatch) -
     )
     monkeypatch.setattr("workers.pipeline.report.render_report", lambda *args: (stray, {"citations": 1}))
     # when
-    write_report(str(research.pk))
+    write_report_now(research.pk)
     # then the research completes; the stray link is gone, its text kept, and counted
     research.refresh_from_db()
     assert research.status == ResearchStatus.COMPLETED
@@ -451,7 +451,7 @@ def test_hostile_strings_anywhere_end_in_a_final_state_with_invariants(
         return {"title": title, "summary": [item(s) for s in sentences], "sections": [section]}
 
     fake_llm.handlers["website_analysis"] = analysis
-    fake_llm.handlers["research_report"] = report
+    fake_llm.handlers["report_outline"], fake_llm.handlers["report_section"] = outline_and_sections(report)
     research = running_research(user, breadth=1, depth=1)
 
     # when the pipeline runs step by step, as the workers would run the tasks it queues
@@ -469,7 +469,7 @@ def test_hostile_strings_anywhere_end_in_a_final_state_with_invariants(
     ):
         review_query(query_id)
     assert published.count("workers.tasks.write_report_task") == 1
-    write_report(str(research.pk))
+    write_report_now(research.pk)
 
     # then the research is over, completed or failed with an error output, with nothing left unfinished...
     research.refresh_from_db()

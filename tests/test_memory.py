@@ -29,13 +29,13 @@ from research.models import (
 from research.snapshot import build_snapshot
 from research.web.rendering import render_markdown
 from tests.support.e2e import start_research, wait_finished
+from tests.support.reports import write_report_now
 from tests.support.snapshot_schema import validate_snapshot
 from workers.agents import extractive
 from workers.agents.memory_agent import KnownMemory, MemorySource
 from workers.errors import ResearchStopped
 from workers.pipeline.citations import MEMORY_HEADING, cited_urls
 from workers.pipeline.memory import NewItem, remember, store
-from workers.pipeline.report import write_report
 
 PAGE_TEXTS = [
     "Cold-climate heat pumps keep a coefficient of performance of 2.1 at minus 15 degrees. "
@@ -266,7 +266,7 @@ def test_report_cites_both_sides_of_a_contradiction(db, user, research_model, fa
     sides = set(Website.objects.filter(pk__in=contradiction.website_ids).values_list("url", flat=True))
     gap = _items(research, MemoryKind.GAP)[0]
     # when the report is written
-    write_report(str(research.pk))
+    write_report_now(research.pk)
     # then its section on contradictions and open questions cites both sides, and lists the gap
     research.refresh_from_db()
     assert research.status == ResearchStatus.COMPLETED, research.error

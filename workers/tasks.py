@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 from django.db.models import Model
 
-from research.models import Research, SerpQuery, Website
+from research.models import ReportSection, Research, SerpQuery, Website
 from workers.errors import ResearchStopped, TransientError
 from workers.pipeline import analyze, heartbeat, lifecycle, plan, recovery, report, review, scrape, search
 
@@ -112,6 +112,18 @@ def write_report_task(self: Task, research_id: str) -> None:
     report.write_report(research_id, task_id=self.request.id)
 
 
+@shared_task(base=ResearchTask, bind=True)
+def write_section_task(self: Task, section_id: int) -> None:
+    """Write, verify and store one section of the report, once; the last one queues the assembly."""
+    report.write_section(section_id, task_id=self.request.id)
+
+
+@shared_task(base=ResearchTask, bind=True)
+def assemble_report_task(self: Task, research_id: str) -> None:
+    """Every section written: assemble, verify and store the report, once, and complete the research."""
+    report.assemble_report(research_id, task_id=self.request.id)
+
+
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_task() -> dict[str, int]:
     """Re-queue work whose lease ran out (run by Celery beat every SWEEP_INTERVAL seconds)."""
@@ -127,6 +139,8 @@ FAILURE_HANDLERS = {
     review_query_task.name: review.review_failed,
     evaluate_coverage_task.name: review.coverage_failed,
     write_report_task.name: report.report_failed,
+    write_section_task.name: report.section_failed,
+    assemble_report_task.name: report.report_failed,
 }
 
 
@@ -142,6 +156,8 @@ STEP_ROWS = {
     review_query_task.name: lambda query_id: (SerpQuery, query_id),
     evaluate_coverage_task.name: lambda research_id: (Research, research_id),
     write_report_task.name: lambda research_id: (Research, research_id),
+    write_section_task.name: lambda section_id: (ReportSection, section_id),
+    assemble_report_task.name: lambda research_id: (Research, research_id),
 }
 _reserved: dict[str, tuple[type[Model], Any]] = {}
 

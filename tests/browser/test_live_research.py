@@ -13,6 +13,7 @@ from tests.fakes.behaviours import REPORT_TITLE
 from tests.fakes.searx import query_slug
 from tests.support.browser import screenshot
 from tests.support.logins import sign_in
+from tests.support.reports import outline_and_sections
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,7 +80,7 @@ def test_research_started_in_the_form_runs_live_to_a_cited_report(
 ) -> None:
     # given fakes slow enough for the live states to last a few seconds
     fake_searx.delay = 0.6
-    fake_llm.delays = {"website_analysis": 0.8, "research_report": 3.0}
+    fake_llm.delays = {"website_analysis": 0.8, "report_outline": 3.0}
     fake_llm.handlers["followup_questions"] = followups(["Which climates matter most?", "Which years should count?"])
     # and another browser of alice's on the start page, which learns of the research only through its sidebar
     # socket
@@ -238,7 +239,7 @@ def test_hostile_pages_and_model_output_stay_inert_text(
         return result
 
     fake_llm.handlers["website_analysis"] = hostile_analysis
-    fake_llm.handlers["research_report"] = hostile_report
+    fake_llm.handlers["report_outline"], fake_llm.handlers["report_section"] = outline_and_sections(hostile_report)
     watched = open_page()
     page = watched.page
     sign_in(page, daphne.url, "alice")

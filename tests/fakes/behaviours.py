@@ -2,7 +2,8 @@
 
 - query generator: distinct queries named after their parent (`<parent> / <k>`), top level named by `top_names`;
 - website analyzer: facts whose quotes are real sentences of the page it was shown;
-- report writer: sections citing the numbered sources it was given, with their quotes;
+- report writer: sections citing the numbered sources it was given, with their quotes; as an outline, one section
+  per SOURCES_PER_SECTION sources, each then written from its own sources (at least two sections from two sources);
 - memory agent: an insight per website it was shown (citing its id), a gap for the branch's objective, a
   contradiction between the first two websites when it was shown two or more, and another branch's gap answered.
 - evaluator (adaptive mode): a branch's score from `branch_score(depth, round)`, the research's from
@@ -38,6 +39,8 @@ FABRICATED_URL = "https://fabricated.example/made-up-study"
 FABRICATED_QUOTE = "This sentence appears on no page that was ever fetched."
 # Unlike the renderer's fallback title ("Research report"), so a test can tell the model's title reached the page.
 REPORT_TITLE = "What the analysed sources measured"
+# Sources per section of the outline: small, so a small research's report has several sections.
+SOURCES_PER_SECTION = 2
 
 
 def _user_text(body: dict[str, Any]) -> str:
@@ -62,6 +65,8 @@ class ResearchModel:
         self.llm.handlers["serp_queries"] = self.queries
         self.llm.handlers["website_analysis"] = self.analysis
         self.llm.handlers["research_report"] = self.report
+        self.llm.handlers["report_outline"] = self.outline
+        self.llm.handlers["report_section"] = self.section
         self.llm.handlers["memory_update"] = self.memory
         self.llm.handlers["branch_evaluation"] = self.branch_evaluation
         self.llm.handlers["research_evaluation"] = self.research_evaluation
@@ -145,6 +150,40 @@ class ResearchModel:
             )
             summary.append({"text": "An invented source supports this.", "sources": [999], "quotes": []})
         return {"title": REPORT_TITLE, "summary": summary, "sections": sections}
+
+    def outline(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        text = _user_text(body)
+        sources = [int(n) for n, _url in _SOURCE_LINE.findall(text)]
+        report = self.report(body, schema)
+        per = SOURCES_PER_SECTION
+        sections = [
+            {"heading": f"Findings {start // per + 1}", "sources": sources[start : start + per], "learnings": []}
+            for start in range(0, len(sources), per)
+        ]
+        if self.fabricate and sections:
+            sections[0]["sources"].append(999)
+        return {"title": report["title"], "summary": report["summary"], "sections": sections}
+
+    def section(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        text = _user_text(body)
+        sources = [int(n) for n, _url in _SOURCE_LINE.findall(text)]
+        blocks = re.split(r"^\[\d+\] ", text, flags=re.MULTILINE)[1:]
+        findings = {n: _FINDING_LINE.findall(block) for n, block in zip(sources, blocks, strict=False)}
+        paragraph = [
+            {"text": fact, "sources": [number], "quotes": [{"source": number, "quote": quote}]}
+            for number in sources
+            for fact, quote in findings.get(number, [])[:2]
+        ]
+        if self.fabricate:
+            paragraph.append(
+                {
+                    "text": f"See also [the study]({FABRICATED_URL}) and {FABRICATED_URL} for more.",
+                    "sources": sources[:1],
+                    "quotes": [{"source": sources[0] if sources else 1, "quote": FABRICATED_QUOTE}],
+                }
+            )
+            paragraph.append({"text": "An invented source supports this.", "sources": [999], "quotes": []})
+        return {"paragraphs": [paragraph], "subsections": []}
 
     def memory(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         text = _user_text(body)

@@ -1,6 +1,6 @@
 """Which agents a research uses: the LLM agents, or the extractive engine that needs no model.
 
-Both engines offer the same seven functions with the same signatures and return shapes (token counts are 0
+Both engines offer the same nine functions with the same signatures and return shapes (token counts are 0
 for the extractive engine), so the pipeline never knows which one it calls.
 """
 
@@ -16,6 +16,8 @@ class Engine(Protocol):
     plan_queries: object
     analyze: object
     write: object
+    outline: object
+    write_section: object
     update_memory: object
     evaluate_branch: object
     evaluate_research: object
@@ -38,6 +40,8 @@ class _LLMEngine:
         self.plan_queries = query_generator.plan_queries
         self.analyze = website_analyzer.analyze
         self.write = report_writer.write
+        self.outline = report_writer.outline
+        self.write_section = report_writer.write_section
         self.update_memory = memory_agent.update_memory
         self.evaluate_branch = evaluator.evaluate_branch
         self.evaluate_research = evaluator.evaluate_research

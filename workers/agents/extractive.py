@@ -330,6 +330,35 @@ def write(
     return {"title": _title(prompt), "summary": summary, "sections": sections}, 0, 0
 
 
+def outline(
+    prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
+) -> tuple[dict[str, Any], int, int]:
+    """The outline in report_writer.OUTLINE_SCHEMA's shape: the sections `write` would make (one per objective),
+    each with the sources its sentences cite and, as its learnings, those sentences, which write_section takes up."""
+    report, _, _ = write(prompt, answers, objectives, sources)
+    sections = []
+    for section in report["sections"]:
+        sentences = [sentence for paragraph in section["paragraphs"] for sentence in paragraph]
+        numbers = sorted({n for sentence in sentences for n in sentence["sources"]})
+        learnings = [sentence["text"] for sentence in sentences]
+        sections.append({"heading": section["heading"], "sources": numbers, "learnings": learnings})
+    return {"title": report["title"], "summary": report["summary"], "sections": sections}, 0, 0
+
+
+def write_section(
+    prompt: str, heading: str, learnings: list[str], sources: list[SourceNote]
+) -> tuple[dict[str, Any], int, int]:
+    """One section in report_writer.SECTION_SCHEMA's shape: the outline's sentences, in its order, each citing
+    every given source it came from with its quote; one paragraph per first-cited source, as `write` makes."""
+    by_text = {item.text.casefold(): item for item in _items(sources)}
+    paragraphs: dict[int, list[dict[str, Any]]] = {}
+    for learning in learnings:
+        item = by_text.get(" ".join(learning.split()).casefold())
+        if item is not None:
+            paragraphs.setdefault(min(item.quotes), []).append(item.as_sentence())
+    return {"paragraphs": list(paragraphs.values()), "subsections": []}, 0, 0
+
+
 def _items(sources: list[SourceNote]) -> list[_Item]:
     by_text: dict[str, _Item] = {}
     for source in sources:

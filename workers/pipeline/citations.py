@@ -175,23 +175,7 @@ def render_report(
     if summary:
         lines += ["## Summary", "", *summary, ""]
     for section in report.get("sections", []):
-        body = renderer.paragraphs(section.get("paragraphs", []))
-        subsections = []
-        for sub in section.get("subsections", []):
-            sub_body = renderer.paragraphs(sub.get("paragraphs", []))
-            if sub_body:
-                subsections += [
-                    f"### {renderer.clean_text(sub.get('heading', '')) or 'Details'}",
-                    "",
-                    *_spaced(sub_body),
-                ]
-        if body or subsections:
-            lines += [
-                f"## {renderer.clean_text(section.get('heading', '')) or 'Findings'}",
-                "",
-                *_spaced(body),
-                *subsections,
-            ]
+        lines += _section_lines(renderer, section)
     lines += _memory_section(renderer, memory or [])
     lines += ["## Sources", ""]
     by_report_number = sorted(renderer.numbers.items(), key=lambda item: item[1])
@@ -208,6 +192,34 @@ def render_report(
     renderer.stats.sources_cited = len(by_report_number)
     markdown = "\n".join(lines).rstrip() + "\n"
     return markdown, renderer.stats.as_dict()
+
+
+def render_section(
+    heading: str, section: dict[str, Any], sources: list[SourceNote], page_texts: dict[str, PageText]
+) -> tuple[str, dict[str, int]]:
+    """One section on its own, as the reader sees it while the rest of the report is written: the same checks as
+    render_report, but each citation keeps its source's number, so sections rendered apart cite alike."""
+    renderer = _Renderer({source.number: source for source in sources}, page_texts)
+    renderer.numbers = {source.number: source.number for source in sources}
+    lines = _section_lines(renderer, {**section, "heading": heading})
+    renderer.stats.sources_cited = len(renderer.quotes_used)
+    return "\n".join(lines).rstrip() + "\n" if lines else "", renderer.stats.as_dict()
+
+
+def _section_lines(renderer: _Renderer, section: dict[str, Any]) -> list[str]:
+    body = renderer.paragraphs(section.get("paragraphs", []))
+    subsections = []
+    for sub in section.get("subsections", []):
+        sub_body = renderer.paragraphs(sub.get("paragraphs", []))
+        if sub_body:
+            subsections += [
+                f"### {renderer.clean_text(sub.get('heading', '')) or 'Details'}",
+                "",
+                *_spaced(sub_body),
+            ]
+    if not body and not subsections:
+        return []
+    return [f"## {renderer.clean_text(section.get('heading', '')) or 'Findings'}", "", *_spaced(body), *subsections]
 
 
 def _memory_section(renderer: _Renderer, memory: list[MemoryNote]) -> list[str]:

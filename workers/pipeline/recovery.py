@@ -30,8 +30,10 @@ from research.models import (
     DocumentKind,
     PageStatus,
     QueryStatus,
+    ReportSection,
     Research,
     ResearchStatus,
+    SectionStatus,
     SerpQuery,
     Website,
     WebsiteStatus,
@@ -113,6 +115,7 @@ def sweep() -> dict[str, int]:
         _top_planning,
         _reports,
         _stuck_reports,
+        _report_sections,
         _searches,
         _reviews,
         _child_planning,
@@ -223,6 +226,8 @@ def _stuck_reports(state: Sweep) -> None:
         )
     )
     for research in stuck:
+        if _sections_under_way(state, research):
+            continue
         if research.attempts >= settings.MAX_ATTEMPTS:
             report.report_failed(str(research.pk), RuntimeError(f"no report after {research.attempts} attempts"))
             state.done["report_failed"] += 1
@@ -231,6 +236,46 @@ def _stuck_reports(state: Sweep) -> None:
         ).update(status=ResearchStatus.RUNNING, claimed_at=state.now, claimed_by=SWEEPER):
             dispatch.queue(dispatch.REPORT, str(research.pk))
             state.done["report_retry"] += 1
+
+
+def _sections_under_way(state: Sweep, research: Research) -> bool:
+    """A report whose outline is planned is not claimed again: its sections have leases of their own
+    (_report_sections), and once all are written the assembly, if it died or its message was lost, is queued again."""
+    sections = ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
+    if not sections.exists():
+        return False
+    if not sections.exclude(status=SectionStatus.WRITTEN).exists():
+        state.retry_or_fail(
+            research,
+            "assemble",
+            lambda error, pk=str(research.pk): report.report_failed(pk, error),
+            lambda pk=str(research.pk): dispatch.queue(dispatch.ASSEMBLE, pk),
+            f"no report assembled after {research.attempts} attempts",
+            failed_kind="report_failed",
+            status=ResearchStatus.REPORTING,
+        )
+    return True
+
+
+def _report_sections(state: Sweep) -> None:
+    """A report section whose writer died or whose message was lost: queued again; past MAX_ATTEMPTS the
+    report fails, as a report that could not be written does."""
+    unwritten = [SectionStatus.PENDING, SectionStatus.WRITING]
+    rows = ReportSection.objects.filter(
+        state.due(),
+        research__status=ResearchStatus.REPORTING,
+        version=F("research__report_version"),
+        status__in=unwritten,
+    )
+    for section in rows:
+        state.retry_or_fail(
+            section,
+            "section",
+            lambda error, pk=section.pk: report.section_failed(pk, error),
+            lambda pk=section.pk: dispatch.queue(dispatch.SECTION, pk),
+            f"section “{section.title}” not written after {section.attempts} attempts",
+            status__in=unwritten,
+        )
 
 
 def _searches(state: Sweep) -> None:

@@ -1,4 +1,9 @@
-"""The report: written once per report version, when every query of the tree is done, from the verified extracts."""
+"""The report: written once per report version, when every query of the tree is done, from the verified extracts.
+
+The report step plans an outline (title, summary, sections with the sources and learnings each uses); each section
+is then written by a task of its own, in parallel, checked and stored (and shown) as it lands; the section that
+completes the set queues the assembly, which renders the whole report with the same checks and stores it.
+"""
 
 import logging
 from typing import Any
@@ -8,7 +13,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from research import budgets
+from research import budgets, dispatch
+from research.dispatch import QUEUED
 from research.events import record_event
 from research.lifecycle import fail_research
 from research.models import (
@@ -19,8 +25,10 @@ from research.models import (
     FollowUpQuestion,
     Page,
     PageStatus,
+    ReportSection,
     Research,
     ResearchStatus,
+    SectionStatus,
     SerpQuery,
 )
 from research.text.quotes import PageText
@@ -30,9 +38,9 @@ from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.clients.llm import charged_to
-from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, report_title
+from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.locks import claim_owner, worker_name
+from workers.pipeline.locks import claim_owner, claimable, worker_name
 from workers.pipeline.memory import report_notes
 
 log = logging.getLogger(__name__)
@@ -42,7 +50,7 @@ UNREPORTED = [ResearchStatus.RUNNING, ResearchStatus.REPORTING]
 
 
 def write_report(research_id: str, task_id: str | None = None) -> None:
-    """Claim the report (running → reporting, once), write it, verify its citations, store it.
+    """Claim the report (running → reporting, once per version), plan its outline, and queue its sections.
 
     `task_id` is the Celery task's id, the same across its retries: a retry of the task that claimed the report
     takes it up again, while any other delivery finds it claimed and does nothing.
@@ -62,35 +70,168 @@ def write_report(research_id: str, task_id: str | None = None) -> None:
         ).update(claimed_at=timezone.now()):
             return  # not finished, claimed by another delivery, or over: nothing to do
     with holding(Research, research_id):
+        _plan(research_id)
+
+
+def _context(research: Research) -> tuple[list[tuple[str, str]], list[str]]:
+    answers = list(
+        FollowUpQuestion.objects.filter(research_id=research.pk).order_by("position").values_list("question", "answer")
+    )
+    objectives = list(
+        SerpQuery.objects.filter(research_id=research.pk, depth=1)
+        .order_by("position")
+        .values_list("objective", flat=True)
+    )
+    return answers, objectives
+
+
+def _plan(research_id: str) -> None:
+    """Plan the outline (once per version) and queue a task per section still to write."""
+    research = Research.objects.get(pk=research_id)
+    version = research.report_version
+    sections = ReportSection.objects.filter(research_id=research_id, version=version)
+    if not sections.exists():
+        sources, _ = collect_sources(research_id, budgets.report_prompt_tokens(research))
+        if not sources:
+            fail_research(
+                research_id,
+                reason="nothing_analysed",
+                what="No page could be analysed: every search failed or found nothing usable, or every page failed.",
+                impact="A report needs sources, so none was written; every query and page is listed below with "
+                "its fate.",
+            )
+            return
+        answers, objectives = _context(research)
+        with charged_to(research_id):
+            outline, _, _ = engine_for(research.engine).outline(research.prompt, answers, objectives, sources)
+        with research_transaction(research_id):
+            if not Research.objects.filter(
+                pk=research_id, status=ResearchStatus.REPORTING, report_version=version
+            ).exists():
+                return  # cancelled or failed while the outline was planned
+            if not sections.exists():  # a delivery whose lease ran out may have planned it meanwhile
+                Research.objects.filter(pk=research_id).update(
+                    report_outline={"title": outline.get("title", ""), "summary": outline.get("summary", [])}
+                )
+                ReportSection.objects.bulk_create(
+                    ReportSection(
+                        research_id=research_id,
+                        version=version,
+                        position=position,
+                        title=(" ".join(str(item.get("heading", "")).split()) or "Findings")[:200],
+                        plan={"sources": item.get("sources", []), "learnings": item.get("learnings", [])},
+                        claimed_by=QUEUED,
+                        claimed_at=timezone.now(),
+                    )
+                    for position, item in enumerate(_outline_sections(outline), start=1)
+                )
+    with research_transaction(research_id):
+        if not Research.objects.filter(pk=research_id, status=ResearchStatus.REPORTING).exists():
+            return
+        unwritten = list(sections.exclude(status=SectionStatus.WRITTEN).values_list("pk", flat=True))
+        if unwritten:
+            dispatch.queue_each_on_commit(dispatch.SECTION, unwritten, research_id)
+        else:  # an outline with no section, or a retry that finds every section written
+            _hand_to_assembly(research_id)
+
+
+def _outline_sections(outline: dict[str, Any]) -> list[dict[str, Any]]:
+    return [item for item in outline.get("sections", []) if isinstance(item, dict)]
+
+
+def _hand_to_assembly(research_id: str) -> None:
+    """Inside the research transaction: the research row's lease waits for the assembly, queued on commit."""
+    Research.objects.filter(pk=research_id, status=ResearchStatus.REPORTING).update(
+        claimed_by=QUEUED, claimed_at=timezone.now()
+    )
+    dispatch.queue_on_commit(dispatch.ASSEMBLE, research_id)
+
+
+def write_section(section_id: int, task_id: str | None = None) -> None:
+    """Write one section of the report, check its citations, and store it (once); the last one queues assembly."""
+    owner = claim_owner(task_id)
+    current = ReportSection.objects.filter(
+        pk=section_id,
+        status__in=[SectionStatus.PENDING, SectionStatus.WRITING],
+        research__status=ResearchStatus.REPORTING,
+        version=F("research__report_version"),
+    )
+    if not current.filter(claimable(owner)).update(
+        status=SectionStatus.WRITING, claimed_by=(owner + worker_name())[:200], claimed_at=timezone.now()
+    ):
+        return  # written, claimed by another delivery, or its research is over: nothing to do
+    with holding(ReportSection, section_id):
+        section = ReportSection.objects.select_related("research").get(pk=section_id)
+        research = section.research
+        sources, page_texts = collect_sources(research.pk, budgets.report_prompt_tokens(research))
+        wanted = {n for n in section.plan.get("sources", []) if isinstance(n, int)}
+        # The section sees the sources the outline gave it, numbered as in the whole report.
+        given = [source for source in sources if source.number in wanted] or sources
+        with charged_to(research.pk):
+            content, _, _ = engine_for(research.engine).write_section(
+                research.prompt, section.title, [str(x) for x in section.plan.get("learnings", [])], given
+            )
+        markdown, stats = render_section(section.title, content, sources, page_texts)
+        markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, [source.url for source in sources])
+        with research_transaction(research.pk):
+            if not current.update(
+                status=SectionStatus.WRITTEN,
+                content=content,
+                markdown=markdown,
+                written_at=timezone.now(),
+                claimed_at=timezone.now(),
+            ):
+                return  # the research ended meanwhile, or another delivery stored the section first
+            record_event(
+                research.pk, EventType.REPORT_SECTION_WRITTEN, {"position": section.position, "title": section.title}
+            )
+            unwritten = ReportSection.objects.filter(research_id=research.pk, version=section.version).exclude(
+                status=SectionStatus.WRITTEN
+            )
+            if not unwritten.exists():
+                _hand_to_assembly(str(research.pk))
+
+
+def section_failed(section_id: int, error: BaseException) -> None:
+    """A section that failed for good fails the report, as a failed report did; the error output lists the
+    sections that were written."""
+    row = ReportSection.objects.filter(pk=section_id).values("research_id", "title").first()
+    if row is None:
+        return
+    ReportSection.objects.filter(pk=section_id, status__in=[SectionStatus.PENDING, SectionStatus.WRITING]).update(
+        status=SectionStatus.FAILED
+    )
+    report_failed(str(row["research_id"]), RuntimeError(f"section “{row['title']}”: {error}"))
+
+
+def assemble_report(research_id: str, task_id: str | None = None) -> None:
+    """Every section written: assemble the report, check it as a whole, store it and complete the research."""
+    owner = claim_owner(task_id)
+    if not Research.objects.filter(claimable(owner), pk=research_id, status=ResearchStatus.REPORTING).update(
+        claimed_by=(owner + worker_name())[:200], claimed_at=timezone.now()
+    ):
+        return
+    with holding(Research, research_id):
         _write(research_id)
 
 
 def _write(research_id: str) -> None:
-    """Write the report from the verified extracts, check its citations, and store it (once)."""
+    """Assemble the report from the outline and the written sections, check its citations, and store it (once)."""
     research = Research.objects.get(pk=research_id)
-    answers = list(
-        FollowUpQuestion.objects.filter(research_id=research_id).order_by("position").values_list("question", "answer")
-    )
-    objectives = list(
-        SerpQuery.objects.filter(research_id=research_id, depth=1)
-        .order_by("position")
-        .values_list("objective", flat=True)
-    )
+    sections = list(ReportSection.objects.filter(research_id=research_id, version=research.report_version))
+    if any(section.status != SectionStatus.WRITTEN for section in sections):
+        return  # not every section is written yet: the last one to land queues the assembly
     sources, page_texts = collect_sources(research_id, budgets.report_prompt_tokens(research))
-    if not sources:
-        fail_research(
-            research_id,
-            reason="nothing_analysed",
-            what="No page could be analysed: every search failed or found nothing usable, or every page failed.",
-            impact="A report needs sources, so none was written; every query and page is listed below with its fate.",
-        )
-        return
-
-    with charged_to(research_id):
-        report, _, _ = engine_for(research.engine).write(research.prompt, answers, objectives, sources)
+    outline = research.report_outline or {}
+    report = {
+        "title": outline.get("title", ""),
+        "summary": outline.get("summary", []),
+        "sections": [{"heading": section.title, **section.content} for section in sections],
+    }
     # The memory's contradictions and open questions: rendered from the stored items, after the model's sections.
     memory = report_notes(research_id)
     markdown, stats = render_report(report, sources, page_texts, memory)
+    stats["sections"] = len(sections)
     if research.engine == EXTRACTIVE:
         markdown = _offline_note(markdown)
     if research.partial:

@@ -1,0 +1,105 @@
+"""The report written as an outline, then sections in parallel: each section stored and pushed as it lands,
+exactly once, checked like the whole report, and assembled into the report."""
+
+import threading
+
+import pytest
+
+from devtools.processes import wait_until
+from research.models import Document, Event, ReportSection, Research, ResearchStatus
+from research.snapshot import build_snapshot
+from tests.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
+from tests.fakes.llm import message_text
+from tests.support.e2e import start_research, wait_finished
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def held_sections(research_model, fake_llm, released: threading.Event) -> None:
+    """The second section waits for `released` (one only, so the others still find a free worker): the test sees
+    the report part-written."""
+    write = research_model.section
+
+    def section(body, schema):
+        text = "\n".join(message_text(m) for m in body.get("messages", []))
+        if "Section to write: Findings 2\n" in text:
+            released.wait(timeout=60)
+        return write(body, schema)
+
+    fake_llm.handlers["report_section"] = section
+
+
+def test_sections_land_and_are_pushed_before_the_report(api, workers, research_model, fake_llm) -> None:
+    # given a model whose later sections are slow to come
+    released = threading.Event()
+    held_sections(research_model, fake_llm, released)
+    # when a 2x2 research reaches its report
+    research_id = start_research(api, 2, 2)
+    try:
+        wait_until(
+            lambda: any(s["status"] == "written" for s in build_snapshot(research_id)["report_sections"]),
+            timeout=120,
+            message="a section written",
+        )
+        # then the snapshot pushed meanwhile already holds the written section, and skeletons for the rest
+        snapshot = build_snapshot(research_id)
+        assert snapshot["research"]["status"] == ResearchStatus.REPORTING
+        assert snapshot["report"] is None
+        sections = snapshot["report_sections"]
+        assert [s["position"] for s in sections] == list(range(1, len(sections) + 1))
+        written = [s for s in sections if s["status"] == "written"]
+        assert written and "Findings 2" not in [s["title"] for s in written]
+        assert all(s["markdown"].startswith(f"## {s['title']}") and "[[" in s["markdown"] for s in written)
+        assert all(s["markdown"] == "" for s in sections if s["status"] != "written")
+    finally:
+        released.set()
+    research = wait_finished(research_id)
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    # every section was written once and pushed before the report
+    types = list(Event.objects.filter(research_id=research_id).order_by("seq").values_list("type", "data"))
+    names = [name for name, _ in types]
+    section_events = [data for name, data in types if name == "report_section_written"]
+    assert len(section_events) == len(sections) >= 2
+    assert sorted(e["position"] for e in section_events) == [s["position"] for s in sections]
+    last_section = max(i for i, name in enumerate(names) if name == "report_section_written")
+    assert names.index("report_writing_successful") > last_section
+    assert names.count("report_writing_successful") == names.count("report_writing_start") == 1
+    # and the report holds every section, in outline order
+    report = Document.objects.get(research_id=research_id, kind="report").markdown
+    places = [report.index(f"## {s['title']}") for s in sections]
+    assert places == sorted(places)
+    assert fake_llm.count("research_report") == 0 and fake_llm.count("report_outline") == 1
+
+
+def test_a_section_citing_a_fabrication_keeps_none_of_it(api, workers, research_model) -> None:
+    # given a model that invents a link, a source number and a quote in every section
+    research_model.fabricate = True
+    # when
+    research = wait_finished(start_research(api, 2, 1))
+    # then each section as shown while written, and the report, keep none of it
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    sections = list(ReportSection.objects.filter(research=research))
+    assert sections and all(s.status == "written" for s in sections)
+    report = Document.objects.get(research=research, kind="report").markdown
+    for markdown in [report, *(s.markdown for s in sections)]:
+        assert "fabricated.example" not in markdown
+        assert FABRICATED_URL not in markdown and FABRICATED_QUOTE not in markdown
+        assert "[[999]]" not in markdown
+
+
+def test_the_extractive_engine_writes_its_sections_the_same_way(api, workers, research_model, settings) -> None:
+    # given an offline research
+    research_id = start_research(api, 2, 1)
+    Research.objects.filter(pk=research_id).update(engine="extractive")
+    # when it runs to its report
+    research = wait_finished(research_id)
+    # then its report was written section by section, every section once
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    sections = list(ReportSection.objects.filter(research=research).order_by("position"))
+    assert sections and all(s.status == "written" and s.markdown for s in sections)
+    events = Event.objects.filter(research=research, type="report_section_written")
+    assert sorted(e.data["position"] for e in events) == [s.position for s in sections]
+    report = Document.objects.get(research=research, kind="report").markdown
+    assert "Offline research" in report
+    for section in sections:
+        assert f"## {section.title}" in report
