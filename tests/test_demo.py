@@ -19,8 +19,9 @@ from tests.support.private_services import PrivateRedis
 
 pytestmark = pytest.mark.slow
 
-CITATION = re.compile(r"\]\((http://127\.0\.0\.1:\d+/collection/(\d+)/[^/)]+/)\)")
-ANY_LINK = re.compile(r"\]\((https?://[^)]+)\)")
+# A link may carry its quote as a title: `[[n]](url "quote")` (the title's own quotes and brackets are entities).
+CITATION = re.compile(r'\]\((http://127\.0\.0\.1:\d+/collection/(\d+)/[^/)\s]+/)(?: "[^"]*")?\)')
+ANY_LINK = re.compile(r'\]\((https?://[^)\s]+)(?: "[^"]*")?\)')
 QUOTED = re.compile(r"“([^”]+)”")
 WATCH = re.compile(r"Watch it live: http://127\.0\.0\.1:\d+/  \(user: demo, password: (\S+)\)")
 

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from research.models import Document, Event, Research, ResearchStatus, SerpQuery, Website
+from research.models import Document, Event, ReportSection, Research, ResearchStatus, SerpQuery, Website
 from research.planning import total_queries
 from tests.support.e2e import settle, start_research, wait_finished
 from workers import tasks
@@ -56,6 +56,9 @@ def test_duplicate_deliveries_change_nothing(api, workers, research_model, redis
         for website_id in Website.objects.filter(research_id=research_id).values_list("pk", flat=True):
             tasks.scrape_website_task.delay(website_id)
             tasks.analyze_website_task.delay(website_id)
+        for section_id in ReportSection.objects.filter(research_id=research_id).values_list("pk", flat=True):
+            tasks.write_section_task.delay(section_id)
+            tasks.assemble_report_task.delay(research_id)
         time.sleep(0.3)
     research = wait_finished(research_id)
     settle(redis_conn, timeout=300)  # let the duplicates drain before the tables are flushed
@@ -69,6 +72,9 @@ def test_duplicate_deliveries_change_nothing(api, workers, research_model, redis
     assert [seq for seq, _ in events] == list(range(1, len(events) + 1))
     types = [t for _, t in events]
     assert types.count("report_writing_start") == 1 and types.count("report_writing_successful") == 1
+    # every section of the report written once
+    sections = ReportSection.objects.filter(research=research).count()
+    assert sections >= 1 and types.count("report_section_written") == sections
     assert types.count("research_started") == 1
     assert types.count("new_serp_query") == total_queries(3, 2)
     assert types.count("got_websites_from_serp_query") == total_queries(3, 2)

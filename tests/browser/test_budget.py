@@ -2,11 +2,12 @@
 banner of a research its budget stopped."""
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
 
-from research.models import Research, ResearchStatus
+from research.models import LlmCall, Research, ResearchStatus
 from tests.support.logins import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -14,6 +15,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FINISH_TIMEOUT = 180_000
 # About a quarter of what a 3x3 research spends on the fake model (tests/test_engine_budgets.py).
 TOKEN_BUDGET = 18_000
+
+
+def settle_calls(research: Research, quiet: float = 2.0, timeout: float = 60.0) -> None:
+    """Wait until no model call of the research has been recorded for `quiet` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        count = LlmCall.objects.filter(research=research).count()
+        if count == last:
+            return
+        last = count
+        time.sleep(quiet)
 
 
 def test_budget_from_the_form_live_cost_and_partial_banner(
@@ -63,6 +76,11 @@ def test_budget_from_the_form_live_cost_and_partial_banner(
     expect(page.locator("#report-body blockquote").first).to_contain_text("Partial report: the research stopped")
     research.refresh_from_db()
     assert research.status == ResearchStatus.COMPLETED and research.partial
+    # the totals are pushed with events: a call in flight at the stop may land after the last one, so the final
+    # figures are those of a fresh load (they no longer change once every step has ended)
+    settle_calls(research)
+    page.reload()
+    research.refresh_from_db()
     spent = research.prompt_tokens + research.completion_tokens
     expect(tokens).to_have_text(f"{spent:,}")
     expect(cost).to_have_text(f"${float(research.cost_usd):.4f}")
