@@ -15,6 +15,11 @@ api_patterns = [
     path("research/<str:research_id>/report.md", api.report_md, name="research-report"),
     path("research/<str:research_id>/error-output.md", api.error_output_md, name="research-error-output"),
     path("research/<str:research_id>/report.html", api.report_html, name="research-report-html"),
+    path(
+        "research/<str:research_id>/sections/<int:position>.html",
+        api.report_section_html,
+        name="research-report-section-html",
+    ),
     path("research/<str:research_id>/error-output.html", api.error_output_html, name="research-error-output-html"),
     path("research/<str:research_id>/report.pdf", api.report_pdf, name="research-report-pdf"),
     path("research/<str:research_id>/report.docx", api.report_docx, name="research-report-docx"),

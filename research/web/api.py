@@ -13,7 +13,15 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from research import branches, quotas, services
-from research.models import Document, DocumentKind, Event, Research, ResearchStatus
+from research.models import (
+    Document,
+    DocumentKind,
+    Event,
+    ReportSection,
+    Research,
+    ResearchStatus,
+    SectionStatus,
+)
 from research.snapshot import build_snapshot, event_payload, research_summary
 from research.web import exports
 from research.web.rendering import render_markdown
@@ -205,6 +213,20 @@ def report_md(request: HttpRequest, research_id: str) -> HttpResponse:
 @api_view("GET")
 def error_output_md(request: HttpRequest, research_id: str) -> HttpResponse:
     return _document(request, research_id, DocumentKind.ERROR_OUTPUT, "error-output.md")
+
+
+@api_view("GET")
+def report_section_html(request: HttpRequest, research_id: str, position: int) -> HttpResponse:
+    """One written section of the report being written, as sanitised HTML: the report view shows it as it lands."""
+    research = own_research(request, research_id)
+    section = ReportSection.objects.filter(
+        research=research, version=research.report_version, position=position, status=SectionStatus.WRITTEN
+    ).first()
+    if section is None:
+        raise ApiError(404, "this section is not written (yet)")
+    response = HttpResponse(render_markdown(section.markdown), content_type="text/html; charset=utf-8")
+    response["Cache-Control"] = "private, no-cache"
+    return response
 
 
 @api_view("GET")

@@ -14,6 +14,7 @@ import {
 import { queryActions, renderReportVersions, updateQueryActions } from "./branches.js";
 import { ResearchFeed } from "./live.js";
 import { renderMemory } from "./memory.js";
+import { ReportGrowth } from "./report-growth.js";
 
 export class ResearchView {
   constructor(root, { onResume, onStatus }) {
@@ -50,6 +51,7 @@ export class ResearchView {
       eventsBox: $("#events-box"),
       eventsCount: $("#events-count"),
       reportBody: $("#report-body"),
+      reportGrowth: $("#report-growth"),
       reportVersions: $("#report-versions"),
       errorBody: $("#error-body"),
     };
@@ -91,6 +93,8 @@ export class ResearchView {
     this.el.tree.replaceChildren();
     show(this.root.querySelector("#memory"), false); // another research's memory must not linger
     this.el.reportBody.replaceChildren();
+    this.growth = new ReportGrowth(this.el.reportGrowth);
+    show(this.el.reportGrowth, false);
     this.el.errorBody.replaceChildren();
     this.el.eventsCount.textContent = "";
     show(this.el.notice, false);
@@ -223,13 +227,16 @@ export class ResearchView {
 
   renderDocuments(snapshot) {
     const r = snapshot.research;
-    show(this.tabs.report.tab, Boolean(snapshot.report));
+    // While the report is written, its sections as they land; then the stored report.
+    const growing = this.growth.render(snapshot);
+    show(this.el.reportBody, !growing);
+    show(this.tabs.report.tab, Boolean(snapshot.report) || growing);
     show(this.tabs.error.tab, Boolean(snapshot.error_output));
     this.loadDocument("report", snapshot.report, `/api/research/${r.id}/report.html`, this.el.reportBody);
     renderReportVersions(this.el.reportVersions, snapshot);
     this.loadDocument("error", snapshot.error_output, `/api/research/${r.id}/error-output.html`, this.el.errorBody);
     if (!this.tabChosen) {
-      if (snapshot.report) this.select("report");
+      if (snapshot.report || growing) this.select("report");
       else if (snapshot.error_output) this.select("error");
     }
   }
