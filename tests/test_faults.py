@@ -32,6 +32,7 @@ from research.models import (
     Event,
     FollowUpQuestion,
     QueryStatus,
+    ReportSection,
     Research,
     ResearchStatus,
     SerpQuery,
@@ -119,12 +120,34 @@ def test_kill_9_worker_mid_research(stack, user, fake_llm, fake_searx) -> None:
     assert Event.objects.filter(research_id=research_id, type="report_writing_start").count() == 1
 
 
-def kill_a_busy_worker(stack: Stack, research_id: str) -> None:
+def test_kill_9_worker_while_report_sections_are_written(stack, user, fake_llm) -> None:
+    # given a research whose report sections take a while to write, on two workers
+    fake_llm.delays["report_section"] = 0.8
+    research_id = stack.start(user, 2, 2)
+    # when a worker is killed while sections are being written
+    wait_until(
+        lambda: ReportSection.objects.filter(research_id=research_id).exists(),
+        timeout=120,
+        message="the report's outline",
+    )
+    kill_a_busy_worker(stack, research_id, ready=lambda: True)
+    # then the research completes, with every section written exactly once and one report
+    wait_finished(research_id, timeout=180)
+    assert_complete_and_exact(research_id, 2, 2)
+    sections = list(ReportSection.objects.filter(research_id=research_id).values_list("position", "status"))
+    assert sections and all(status == "written" for _, status in sections)
+    written = Event.objects.filter(research_id=research_id, type="report_section_written")
+    assert sorted(written.values_list("data__position", flat=True)) == sorted(position for position, _ in sections)
+    for kind in ("report_writing_start", "report_writing_successful"):
+        assert Event.objects.filter(research_id=research_id, type=kind).count() == 1
+
+
+def kill_a_busy_worker(stack: Stack, research_id: str, ready: Any = None) -> None:
     """SIGKILL a worker process that has a task of the research in flight."""
     wait_until(
-        lambda: Website.objects.filter(research_id=research_id, status="analyzing").count() >= 3,
+        ready or (lambda: Website.objects.filter(research_id=research_id, status="analyzing").count() >= 3),
         timeout=60,
-        message="analyses in flight",
+        message="work in flight",
     )
     active = stack.app.control.inspect(timeout=2).active() or {}
     busy = [
