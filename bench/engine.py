@@ -30,6 +30,10 @@ class EngineRun:
     events: int
     tasks: int
     breakdown: dict[str, float]  # seconds of the measured critical chain, by step (see critical_chain)
+    # Seconds from the last query done to the first report content a reader sees (the first section written;
+    # the whole report where it is written in one piece), and to the report stored.
+    to_first_section: float = float("nan")
+    to_report: float = float("nan")
 
     @property
     def ratio(self) -> float:
@@ -98,6 +102,7 @@ def measure(
         events=Event.objects.filter(research_id=research_id).count(),
         tasks=task_count(queries, len(websites)),
         breakdown=critical_chain(research_id, queued_at),
+        **report_path(research_id, end),
     )
 
 
@@ -130,6 +135,22 @@ def task_count(queries: list[dict[str, Any]], websites: int) -> int:
     query, one scrape and one analysis per website, the report."""
     inner = len({row["parent_id"] for row in queries if row["parent_id"] is not None})
     return 1 + 1 + inner + len(queries) + 2 * websites + 1
+
+
+def report_path(research_id: str, end: datetime) -> dict[str, float]:
+    """How long the reader waits once the last query is done: for the first report content, and for the report."""
+    from django.db.models import Max, Min
+
+    from research.models import Event, SerpQuery
+
+    last_query = SerpQuery.objects.filter(research_id=research_id).aggregate(last=Max("finished_at"))["last"]
+    events = Event.objects.filter(research_id=research_id)
+    first = events.filter(type="report_section_written").aggregate(first=Min("created_at"))["first"]
+    if first is None:  # a report written in one piece: its first content is the whole of it
+        first = events.filter(type="report_writing_successful").aggregate(first=Min("created_at"))["first"]
+    if last_query is None or first is None:
+        return {}
+    return {"to_first_section": (first - last_query).total_seconds(), "to_report": (end - last_query).total_seconds()}
 
 
 def critical_chain(research_id: str, queued_at: datetime) -> dict[str, float]:

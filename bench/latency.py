@@ -50,6 +50,10 @@ def apply(latencies: Latencies, llm: FakeLLM, searx: FakeSearx, web: DelayedWeb)
         "serp_queries": latencies.plan,
         "website_analysis": latencies.analysis,
         "research_report": latencies.report,
+        # The report is an outline, then sections written in parallel: each is a shorter answer than a whole
+        # report, so each is given half the report's latency (the model's time grows with what it writes).
+        "report_outline": latencies.report / 2,
+        "report_section": latencies.report / 2,
     }
     searx.delay = latencies.search
     searx.delays = []

@@ -53,7 +53,7 @@ def _apply(tally: Tally) -> None:
         # The report is handed on when the last query is counted off (the sweeper re-queues a lost one).
         "claimed_at = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_at END, "
         "claimed_by = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_by END "
-        "WHERE id = %s RETURNING last_event_seq, pending_queries, status"
+        "WHERE id = %s RETURNING last_event_seq, pending_queries, status, stop_reason"
     )
     research_id = Research._meta.pk.get_db_prep_value(tally.research_id, connection)
     counts = [tally.quotes_dropped, finished]
@@ -68,7 +68,7 @@ def _apply(tally: Tally) -> None:
                 "(research_id, seq, type, data, created_at) "
                 "SELECT %s, research.last_event_seq - %s + event.ordinality, event.value->>0, event.value->1, %s "
                 "FROM research, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS event) "
-                "SELECT last_event_seq, pending_queries, status FROM research",
+                "SELECT last_event_seq, pending_queries, status, stop_reason FROM research",
                 [*params, research_id, len(tally.events), now, json.dumps(tally.events)],
             )
             inserted = True
@@ -78,10 +78,11 @@ def _apply(tally: Tally) -> None:
         row = cursor.fetchone()
     if row is None:
         raise Research.DoesNotExist(tally.research_id)
-    last_seq, pending, status = row
-    if status not in WRITABLE:
-        # Cancelled or failed (and its unfinished rows stopped) while this step ran: nothing of it may land.
-        raise ResearchStopped(f"research {tally.research_id} is {status}")
+    last_seq, pending, status, stop_reason = row
+    if status not in WRITABLE or stop_reason:
+        # Cancelled, failed or stopped by a budget (and its unfinished rows stopped) while this step ran: nothing
+        # of it may land, or a search would add websites that no step will ever take up.
+        raise ResearchStopped(f"research {tally.research_id} is {status} {stop_reason}".strip())
     if inserted:
         push.push_on_commit(tally.research_id)
     else:
