@@ -11,6 +11,8 @@ from research.snapshot import build_snapshot
 from tests.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
 from tests.fakes.llm import message_text
 from tests.support.e2e import start_research, wait_finished
+from tests.support.factories import running_research
+from workers.pipeline.report import section_failed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,3 +105,25 @@ def test_the_extractive_engine_writes_its_sections_the_same_way(api, workers, re
     assert "Offline research" in report
     for section in sections:
         assert f"## {section.title}" in report
+
+
+def test_a_section_that_fails_for_good_fails_the_report_and_the_error_output_lists_the_sections(user) -> None:
+    # given a research writing its report: one section written, one still being written
+    research = running_research(user, 2, 1)
+    Research.objects.filter(pk=research.pk).update(status=ResearchStatus.REPORTING, pending_queries=0)
+    ReportSection.objects.create(
+        research=research, version=1, position=1, title="Costs", status="written", markdown="## Costs\n\nText."
+    )
+    failing = ReportSection.objects.create(research=research, version=1, position=2, title="Risks", status="writing")
+    # when the second one fails after its retries
+    section_failed(failing.pk, RuntimeError("the model kept failing"))
+    # then the research failed, the section with it, and the error output says which sections were written
+    research.refresh_from_db()
+    assert research.status == ResearchStatus.FAILED
+    assert ReportSection.objects.get(pk=failing.pk).status == "failed"
+    error_output = Document.objects.get(research=research, kind="error_output").markdown
+    assert "## Report sections" in error_output
+    assert "- [written] 1. Costs" in error_output and "- [failed] 2. Risks" in error_output
+    assert "1 of 2 sections were written." in error_output
+    assert "section “Risks”: the model kept failing" in error_output
+    assert not Document.objects.filter(research=research, kind="report").exists()
