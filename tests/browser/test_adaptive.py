@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from research.models import Research, SerpQuery
+from tests.support.browser import answer_one_question
 from tests.support.logins import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,13 +24,7 @@ def test_adaptive_research_from_the_form_shows_each_branch_verdict(
     watched = open_page()
     page = watched.page
     sign_in(page, daphne.url, "alice")
-    page.fill("#prompt", "How do heat pumps perform in Nordic winters?")
-    page.fill("#num-questions", "1")
-    page.click("#ask-button")
-    expect(page.locator("#questions textarea")).to_have_count(1)
-    page.fill("#answer-0", "Below -20 °C")
-    page.fill("#breadth", "2")
-    page.fill("#depth", "3")
+    answer_one_question(page, 2, 3)
     # the adaptive fields appear with the mode, and the plan says the tree is at most
     expect(page.locator("#adaptive-fields")).to_be_hidden()
     page.select_option("#mode", "adaptive")

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from research.models import LlmCall, Research, ResearchStatus
+from tests.support.browser import answer_one_question
 from tests.support.logins import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,13 +38,7 @@ def test_budget_from_the_form_live_cost_and_partial_banner(
     watched = open_page()
     page = watched.page
     sign_in(page, daphne.url, "alice")
-    page.fill("#prompt", "How do heat pumps perform in Nordic winters?")
-    page.fill("#num-questions", "1")
-    page.click("#ask-button")
-    expect(page.locator("#questions textarea")).to_have_count(1)
-    page.fill("#answer-0", "Below -20 °C")
-    page.fill("#breadth", "3")
-    page.fill("#depth", "3")
+    answer_one_question(page, 3, 3)
     # a budget that is no positive number is refused in the form, and nothing is started
     page.fill("#budget-usd", "-1")
     page.click("#start-button")

@@ -164,6 +164,11 @@ def minimal_pdf() -> bytes:
         b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
+    return pdf_file(objects)
+
+
+def pdf_file(objects: list[bytes]) -> bytes:
+    """A PDF file of the numbered objects (object 1 the catalog), with its cross-reference table."""
     out = b"%PDF-1.4\n"
     offsets = []
     for number, obj in enumerate(objects, start=1):
@@ -211,16 +216,7 @@ def pdf_document(pages: int, bomb_mb: int = 0) -> bytes:
         streams = [add(bomb) for _ in range(min(10, bomb_mb - first))]
         add_page(b"[%s]" % b" ".join(b"%d 0 R" % number for number in streams))
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), len(kids))
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for number, obj in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, obj)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return out
+    return pdf_file(objects)
 
 
 @functools.cache

@@ -46,3 +46,17 @@ def save_failure(test_name: str, pages: list[Page]) -> None:
             path = f"(no screenshot: {error})"
         urls.append(f"{index}: {page.url} {path}")
     (FAILURES / f"{stem}.txt").write_text("\n".join(urls) + "\n")
+
+
+def answer_one_question(page: Page, breadth: int, depth: int) -> None:
+    """On the start page of a signed-in user: ask for one follow-up question, answer it, and set the shape; the
+    answers form is left ready to start."""
+    from playwright.sync_api import expect
+
+    page.fill("#prompt", "How do heat pumps perform in Nordic winters?")
+    page.fill("#num-questions", "1")
+    page.click("#ask-button")
+    expect(page.locator("#questions textarea")).to_have_count(1)
+    page.fill("#answer-0", "Below -20 °C")
+    page.fill("#breadth", str(breadth))
+    page.fill("#depth", str(depth))
