@@ -1,15 +1,18 @@
-"""Pushes: a research's new events and its snapshot, sent over the channel layer a moment after they commit.
+"""Pushes: a research's new events and what they changed, sent over the channel layer a moment after they commit.
 
 Pushes are coalesced, as live updates may be: after a commit the research is marked dirty, and a flusher thread
 in this process sends, once per PUSH_INTERVAL, one message per dirty research carrying every event since the
-last push and one snapshot. A Redis lock per research and a Redis record of the last pushed seq make processes
-take turns, so events go out once and in order whichever worker recorded them. The database stays the record:
-a lost push costs nothing, because a client that sees a seq gap or reconnects reads the missing events back.
+last push and the delta of its state since the last push (research/delta.py). A Redis lock per research and a
+Redis record of the last push (its seq and its view) make processes take turns, so events go out once and in
+order whichever worker recorded them, and each delta follows the one before. The database stays the record: a lost
+push costs nothing, because a client that sees a seq gap or reconnects reads the missing events and the whole
+state back.
 """
 
 import logging
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -18,14 +21,15 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 
+from research.delta import Since, read_push
 from research.models import Research
-from research.snapshot import read_history
 
 log = logging.getLogger(__name__)
 
 MAX_EVENTS_PER_PUSH = 500
 # Without a record of the last push (new research, or Redis was emptied), push at most this many old events.
 FRESH_HISTORY = 200
+PUSH_RECORD_SECONDS = 7 * 24 * 3600
 
 
 def research_group(research_id: Any) -> str:
@@ -101,8 +105,16 @@ class _Pusher:
         return self._state
 
 
+@dataclass(frozen=True)
+class Pushed:
+    """The last push of a research: its last event's seq, and where its state was (the next delta's base)."""
+
+    seq: int
+    state: Since
+
+
 class PushState:
-    """Whose turn it is to push a research, and the last seq pushed."""
+    """Whose turn it is to push a research, and its last push."""
 
     def acquire(self, research_id: str) -> str | None:
         raise NotImplementedError
@@ -110,10 +122,10 @@ class PushState:
     def release(self, research_id: str, token: str) -> None:
         raise NotImplementedError
 
-    def pushed(self, research_id: str) -> int | None:
+    def pushed(self, research_id: str) -> Pushed | None:
         raise NotImplementedError
 
-    def set_pushed(self, research_id: str, seq: int) -> None:
+    def set_pushed(self, research_id: str, pushed: Pushed) -> None:
         raise NotImplementedError
 
 
@@ -132,12 +144,22 @@ class RedisPushState(PushState):
         if self.client.get(f"push-lock:{research_id}") == token.encode():
             self.client.delete(f"push-lock:{research_id}")
 
-    def pushed(self, research_id: str) -> int | None:
-        stored = self.client.get(f"push-seq:{research_id}")
-        return int(stored) if stored is not None else None
+    def pushed(self, research_id: str) -> Pushed | None:
+        seq, state = self.client.mget(f"push-seq:{research_id}", f"push-state:{research_id}")
+        if seq is None:
+            return None
+        # "<state seq>:<xmin>"; without it (an older record, or lost) the next delta is a whole one.
+        state_seq, _, xmin = (state or b"").decode().partition(":")
+        if not (state_seq.isdigit() and xmin.isdigit()):
+            return Pushed(int(seq), Since())
+        return Pushed(int(seq), Since(int(state_seq), int(xmin)))
 
-    def set_pushed(self, research_id: str, seq: int) -> None:
-        self.client.set(f"push-seq:{research_id}", seq, ex=7 * 24 * 3600)
+    def set_pushed(self, research_id: str, pushed: Pushed) -> None:
+        xmin = "" if pushed.state.xmin is None else pushed.state.xmin
+        with self.client.pipeline() as both:  # MULTI/EXEC: a reader sees both or neither
+            both.set(f"push-seq:{research_id}", pushed.seq, ex=PUSH_RECORD_SECONDS)
+            both.set(f"push-state:{research_id}", f"{pushed.state.seq}:{xmin}", ex=PUSH_RECORD_SECONDS)
+            both.execute()
 
 
 class LocalPushState(PushState):
@@ -147,7 +169,7 @@ class LocalPushState(PushState):
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.busy: set[str] = set()
-        self.seqs: dict[str, int] = {}
+        self.seqs: dict[str, Pushed] = {}
 
     def acquire(self, research_id: str) -> str | None:
         with self.lock:
@@ -160,18 +182,18 @@ class LocalPushState(PushState):
         with self.lock:
             self.busy.discard(research_id)
 
-    def pushed(self, research_id: str) -> int | None:
+    def pushed(self, research_id: str) -> Pushed | None:
         return self.seqs.get(research_id)
 
-    def set_pushed(self, research_id: str, seq: int) -> None:
-        self.seqs[research_id] = seq
+    def set_pushed(self, research_id: str, pushed: Pushed) -> None:
+        self.seqs[research_id] = pushed
 
 
 _pusher = _Pusher()
 
 
 def flush(research_id: str, state: PushState) -> bool:
-    """Push the research's events since the last push, with a consistent snapshot. False if not our turn."""
+    """Push the research's events since the last push, with the delta of its state. False if not our turn."""
     token = state.acquire(research_id)
     if token is None:
         return False
@@ -180,20 +202,28 @@ def flush(research_id: str, state: PushState) -> bool:
         if research is None:
             return True
         pushed = state.pushed(research_id)
-        if pushed is None:
-            pushed = max(0, research["last_event_seq"] - FRESH_HISTORY)
+        after = pushed.seq if pushed is not None else max(0, research["last_event_seq"] - FRESH_HISTORY)
         try:
-            events, snapshot = read_history(research_id, pushed, MAX_EVENTS_PER_PUSH)
+            since = pushed.state if pushed is not None else None
+            # With PUSH_CHECKSUMS the push also carries the checksum of the whole snapshot read in the same view,
+            # so a test can check that a client applying the delta holds exactly that snapshot.
+            events, delta, xmin, checksum = read_push(
+                research_id, after, MAX_EVENTS_PER_PUSH, since, checksum=settings.PUSH_CHECKSUMS
+            )
         except Research.DoesNotExist:
             return True
         if not events:
             return True
+        message = {"type": "research.update", "events": events, "delta": delta}
+        if checksum is not None:
+            message["checksum"] = checksum
         send = async_to_sync(get_channel_layer().group_send)
-        send(research_group(research_id), {"type": "research.update", "events": events, "snapshot": snapshot})
-        summary = {key: snapshot["research"][key] for key in ("id", "title", "status", "created_at", "finished_at")}
+        send(research_group(research_id), message)
+        summary = {key: delta["research"][key] for key in ("id", "title", "status", "created_at", "finished_at")}
         send(user_group(research["owner_id"]), {"type": "sidebar.update", "research": summary})
-        state.set_pushed(research_id, events[-1]["seq"])
-        if events[-1]["seq"] < snapshot["research"]["last_event_seq"]:
+        state_seq = delta["research"]["last_event_seq"]
+        state.set_pushed(research_id, Pushed(events[-1]["seq"], Since(state_seq, xmin)))
+        if events[-1]["seq"] < state_seq:
             _pusher.mark(research_id)  # more than one message's worth: the rest next round
         return True
     finally:

@@ -4,7 +4,7 @@ It runs a fixed number of SQL queries whatever the size of the tree (one per tab
 The shape is published in research/schemas/snapshot.v<N>.json; bump SNAPSHOT_VERSION when it changes.
 """
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 from typing import Any
 
@@ -70,28 +70,37 @@ def build_snapshot(research_id: Any) -> dict[str, Any]:
         .values("website_id", "fact", "quote")
     ):
         extracts[row["website_id"]].append({"fact": row["fact"], "quote": row["quote"]})
-    documents: dict[str, dict[str, Any]] = {}
-    report_versions = []
-    # In version order, so the latest of each kind is the one kept.
-    for doc in (
-        Document.objects.filter(research_id=research.pk)
-        .order_by("version")
-        .values("kind", "version", "markdown", "stats", "created_at")
-    ):
-        documents[doc["kind"]] = doc
-        if doc["kind"] == DocumentKind.REPORT:
-            report_versions.append({"version": doc["version"], "created_at": _iso(doc["created_at"])})
+    website_statuses = Counter(row["status"] for row in website_rows)
+    extract_count = sum(len(items) for items in extracts.values())
     return {
         "version": SNAPSHOT_VERSION,
-        "research": _research(research),
+        "research": research_state(research),
         "questions": questions,
         "queries": _queries(query_rows, website_rows, extracts),
         "memory": _memory(research),
-        "report": _document(documents.get(DocumentKind.REPORT)),
-        "report_versions": report_versions,
+        **documents(research.pk),
         "report_sections": _report_sections(research),
-        "error_output": _document(documents.get(DocumentKind.ERROR_OUTPUT)),
-        "progress": _progress(research, query_rows, website_rows, extracts),
+        "progress": progress(research, query_rows, website_statuses, extract_count),
+    }
+
+
+def documents(research_id: Any) -> dict[str, Any]:
+    """The latest report and error output, and the list of report versions: the snapshot's document keys."""
+    latest: dict[str, dict[str, Any]] = {}
+    report_versions = []
+    # In version order, so the latest of each kind is the one kept.
+    for doc in (
+        Document.objects.filter(research_id=research_id)
+        .order_by("version")
+        .values("kind", "version", "markdown", "stats", "created_at")
+    ):
+        latest[doc["kind"]] = doc
+        if doc["kind"] == DocumentKind.REPORT:
+            report_versions.append({"version": doc["version"], "created_at": _iso(doc["created_at"])})
+    return {
+        "report": _document(latest.get(DocumentKind.REPORT)),
+        "report_versions": report_versions,
+        "error_output": _document(latest.get(DocumentKind.ERROR_OUTPUT)),
     }
 
 
@@ -131,16 +140,19 @@ WEBSITE_FIELDS = (
 TIMES = ("created_at", "started_at", "finished_at")
 
 
+SECTION_FIELDS = ("position", "title", "status", "markdown")
+
+
 def _report_sections(research: Research) -> list[dict[str, Any]]:
     """The sections of the report version being written (or last written), in outline order, as they land."""
     return list(
         ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
         .order_by("position")
-        .values("position", "title", "status", "markdown")
+        .values(*SECTION_FIELDS)
     )
 
 
-def _research(research: Research) -> dict[str, Any]:
+def research_state(research: Research) -> dict[str, Any]:
     return {
         **research_summary(research),
         "prompt": research.prompt,
@@ -181,17 +193,22 @@ def _queries(
     query_rows: list[dict[str, Any]], website_rows: list[dict[str, Any]], extracts: dict[int, list[dict[str, str]]]
 ) -> list[dict[str, Any]]:
     websites: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    website_fields = tuple(field for field in WEBSITE_FIELDS if field != "query_id")
     for row in website_rows:
-        websites[row["query_id"]].append({**_with_times(row, website_fields), "extracts": extracts.get(row["id"], [])})
-    return [
-        {
-            **_with_times(row, QUERY_FIELDS),
-            "learnings": row["learnings"] or [],
-            "websites": websites.get(row["id"], []),
-        }
-        for row in query_rows
-    ]
+        websites[row["query_id"]].append(website_state(row, extracts.get(row["id"], [])))
+    return [{**query_state(row), "websites": websites.get(row["id"], [])} for row in query_rows]
+
+
+def query_state(row: dict[str, Any]) -> dict[str, Any]:
+    """A query as the snapshot shows it, without its websites; `row` has QUERY_FIELDS and learnings."""
+    return {**_with_times(row, QUERY_FIELDS), "learnings": row["learnings"] or []}
+
+
+_WEBSITE_STATE_FIELDS = tuple(field for field in WEBSITE_FIELDS if field != "query_id")
+
+
+def website_state(row: dict[str, Any], extracts: list[dict[str, str]]) -> dict[str, Any]:
+    """A website as the snapshot shows it (under its query); `row` has WEBSITE_FIELDS."""
+    return {**_with_times(row, _WEBSITE_STATE_FIELDS), "extracts": extracts}
 
 
 MEMORY_SECTIONS = {MemoryKind.INSIGHT: "insights", MemoryKind.GAP: "gaps", MemoryKind.CONTRADICTION: "contradictions"}
@@ -201,20 +218,23 @@ def _memory(research: Research) -> dict[str, list[dict[str, Any]]]:
     """Insights, open gaps and contradictions, oldest first; a gap a later branch answered is no longer listed."""
     memory: dict[str, list[dict[str, Any]]] = {section: [] for section in MEMORY_SECTIONS.values()}
     rows = MemoryItem.objects.filter(research_id=research.pk, closed=False).order_by("id")
-    for row in rows.values("id", "kind", "text", "query_id", "website_ids"):
-        memory[MEMORY_SECTIONS[row["kind"]]].append(
-            {"id": row["id"], "text": row["text"], "query_id": row["query_id"], "website_ids": row["website_ids"]}
-        )
+    for row in rows.values(*MEMORY_FIELDS):
+        memory[MEMORY_SECTIONS[row["kind"]]].append(memory_state(row))
     return memory
 
 
-def _progress(
-    research: Research,
-    query_rows: list[dict[str, Any]],
-    website_rows: list[dict[str, Any]],
-    extracts: dict[int, list[dict[str, str]]],
+MEMORY_FIELDS = ("id", "kind", "text", "query_id", "website_ids")
+
+
+def memory_state(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["id"], "text": row["text"], "query_id": row["query_id"], "website_ids": row["website_ids"]}
+
+
+def progress(
+    research: Research, query_rows: list[dict[str, Any]], website_statuses: Counter[str], extract_count: int
 ) -> dict[str, int]:
-    website_statuses = [row["status"] for row in website_rows]
+    """Counts for the progress bar. `query_rows` need id, parent_id, depth, position, retries, status and decision;
+    `website_statuses` counts the research's websites by status."""
     planned = 0
     if research.breadth and research.depth:
         # Each gap-filling round (adaptive mode) adds depth-1 branches, each with its whole subtree.
@@ -230,10 +250,10 @@ def _progress(
         "queries_done": sum(1 for row in query_rows if row["status"] == QueryStatus.DONE),
         "queries_failed": sum(1 for row in query_rows if row["status"] == QueryStatus.FAILED),
         "queries_cancelled": sum(1 for row in query_rows if row["status"] == QueryStatus.CANCELLED),
-        "websites_found": len(website_rows),
-        "websites_analysed": website_statuses.count(WebsiteStatus.ANALYZED),
-        "websites_failed": website_statuses.count(WebsiteStatus.FAILED),
-        "extracts": sum(len(items) for items in extracts.values()),
+        "websites_found": sum(website_statuses.values()),
+        "websites_analysed": website_statuses[WebsiteStatus.ANALYZED],
+        "websites_failed": website_statuses[WebsiteStatus.FAILED],
+        "extracts": extract_count,
     }
 
 

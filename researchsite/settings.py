@@ -183,6 +183,10 @@ CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000, minimum=0)
 
 # Seconds over which one process gathers a research's events into one websocket push (coalesced pushes).
 PUSH_INTERVAL = env_float("PUSH_INTERVAL", 1.0, minimum=0.0)
+# Each push carries only what changed (a delta); with this on it also carries a checksum of the whole snapshot read
+# in the same view, so a client can verify that applying the delta gives exactly that snapshot. It doubles the
+# pusher's reads: meant for tests and for diagnosing a client that drifts.
+PUSH_CHECKSUMS = env_bool("PUSH_CHECKSUMS", False)
 
 # redis (channels_redis on REDIS_URL) or sqlite (channels-lite in its own SQLite file: embedded mode).
 CHANNEL_LAYER = env_choice("CHANNEL_LAYER", "redis" if REDIS_URL else "sqlite", ("redis", "sqlite"))

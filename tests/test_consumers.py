@@ -110,7 +110,7 @@ async def test_research_socket_pushes_live_events_in_order_coalesced(alice, rese
     assert history["events"][-1]["seq"] == 3
     # when a worker records eight events in a burst
     await database_sync_to_async(record)(research.pk, 8)
-    # then they arrive in order, each once, several to a message, each message with its snapshot
+    # then they arrive in order, each once, several to a message, each message with its delta
     updates = await receive_until(communicator, lambda got: bool(got) and got[-1]["events"][-1]["seq"] >= 11)
     assert {m["type"] for m in updates} == {"update"}
     seqs = [e["seq"] for m in updates for e in m["events"]]
@@ -118,7 +118,10 @@ async def test_research_socket_pushes_live_events_in_order_coalesced(alice, rese
     assert [e["data"]["url"] for m in updates for e in m["events"]] == [f"https://example.com/{i}" for i in range(8)]
     assert len(updates) < 8 and any(len(m["events"]) > 1 for m in updates)
     for message in updates:
-        assert message["snapshot"]["research"]["last_event_seq"] == message["events"][-1]["seq"]
+        assert "snapshot" not in message
+        assert message["delta"]["research"]["last_event_seq"] == message["events"][-1]["seq"]
+    # each delta follows the state of the push before it
+    assert [m["delta"]["base"] for m in updates[1:]] == [m["delta"]["research"]["last_event_seq"] for m in updates[:-1]]
     assert await communicator.receive_nothing(timeout=1)
     await communicator.disconnect()
 

@@ -60,7 +60,7 @@ def test_rolled_back_event_leaves_no_gap(user) -> None:
     ]
 
 
-def test_event_is_pushed_with_snapshot_after_commit(user) -> None:
+def test_event_is_pushed_with_its_delta_after_commit(user) -> None:
     # given two listeners on the research group and the owner's group
     research = Research.objects.create(owner=user, prompt="p", title="pushed")
     layer = get_channel_layer()
@@ -76,8 +76,9 @@ def test_event_is_pushed_with_snapshot_after_commit(user) -> None:
     assert [(e["seq"], e["type"], e["data"]) for e in message["events"]] == [
         (1, "research_started", {"hello": "world"})
     ]
-    assert message["snapshot"]["research"]["id"] == str(research.pk)
-    assert message["snapshot"]["research"]["last_event_seq"] == 1
+    assert message["delta"]["research"]["id"] == str(research.pk)
+    assert message["delta"]["research"]["last_event_seq"] == 1
+    assert message["delta"]["base"] == 0  # the research's first push: a whole delta
     sidebar = async_to_sync(layer.receive)(sidebar_channel)
     assert sidebar == {
         "type": "sidebar.update",

@@ -1,5 +1,8 @@
 """Websocket consumers: the sidebar list and the live log of one research.
 
+A research socket gets the whole state (the snapshot) with the history on connect and on catch-up, and after that
+each push's events with the delta of the state since the push before (research/delta.py).
+
 Ownership is checked before a socket joins any group; a stranger's or an anonymous socket is closed with no
 data (asgi.py refuses foreign origins before that). Channel layers deliver at most once, so a client that sees a
 seq gap sends {"type": "catch_up", "after": <last seq>} and gets the missing events from the database; a client
@@ -107,7 +110,7 @@ class ResearchConsumer(_JsonConsumer):
         await self.send_json({"type": "history", "after": after, "events": events, "snapshot": snapshot})
 
     async def research_update(self, message: dict[str, Any]) -> None:
-        await self.send_json({"type": "update", "events": message["events"], "snapshot": message["snapshot"]})
+        await self.send_json(update_message(message))
 
     @database_sync_to_async
     def _owns(self, user_id: int, research_id: str) -> bool:
@@ -120,6 +123,15 @@ class ResearchConsumer(_JsonConsumer):
     @database_sync_to_async
     def _history(self, after: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         return read_history(self.research_id, after, HISTORY_LIMIT)
+
+
+def update_message(message: dict[str, Any]) -> dict[str, Any]:
+    """What a browser gets for a push: its events and the delta of the state (research/delta.py), and the
+    checksum of the state when pushes carry one."""
+    update = {"type": "update", "events": message["events"], "delta": message["delta"]}
+    if "checksum" in message:
+        update["checksum"] = message["checksum"]
+    return update
 
 
 def _after_from_query(query_string: bytes) -> int:

@@ -11,8 +11,10 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from research.events import record_event
-from research.models import FollowUpQuestion, Research, ResearchStatus
+from research.models import FollowUpQuestion, MemoryItem, ReportSection, Research, ResearchStatus, SerpQuery, Website
 from tests.support.browser import PHONE, screenshot
+from tests.support.deltas import Watcher
+from tests.support.factories import build_tree
 from tests.support.logins import sign_in
 from tests.support.seed import seed_research
 
@@ -355,23 +357,35 @@ def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, o
         const ws = Socket.all[0];
         ws.emit("open", {});
         const push = (message) => ws.emit("message", { data: JSON.stringify(message) });
-        const snapshot = (seq) => ({ research: { last_event_seq: seq } });
+        const snapshot = (seq) => ({
+          research: { last_event_seq: seq }, questions: [], queries: [], report_sections: [],
+          memory: { insights: [], gaps: [], contradictions: [] },
+        });
+        const delta = (base, seq) => ({
+          version: 1, snapshot_version: 2, base, research: { last_event_seq: seq }, progress: {},
+          report_sections: { order: [], rows: [] },
+        });
         push({ type: "history", after: 0, events: [{ seq: 1 }, { seq: 2 }], snapshot: snapshot(2) });
-        push({ type: "update", events: [{ seq: 2 }, { seq: 3 }], snapshot: snapshot(3) });  // overlaps
-        push({ type: "update", events: [{ seq: 5 }, { seq: 6 }], snapshot: snapshot(6) });  // 4 was lost
-        push({ type: "update", events: [{ seq: 7 }], snapshot: snapshot(7) });  // still behind: no second ask
+        push({ type: "update", events: [{ seq: 2 }, { seq: 3 }], delta: delta(2, 3) });  // overlaps
+        push({ type: "update", events: [{ seq: 5 }, { seq: 6 }], delta: delta(4, 6) });  // 4 was lost
+        push({ type: "update", events: [{ seq: 7 }], delta: delta(6, 7) });  // still behind: no second ask
         const asked = [...ws.sent];
+        const shown = feed.state.research.last_event_seq;
         push({ type: "history", after: 3, events: [4, 5, 6, 7].map((seq) => ({ seq })), snapshot: snapshot(7) });
         ws.readyState = 3;
         ws.emit("close", {});
         await new Promise((resolve) => setTimeout(resolve, 1600));
         feed.close();
-        return { seqs, asked, sockets: Socket.all.map((s) => new URL(s.url).pathname + new URL(s.url).search) };
+        return {
+          seqs, asked, shown, sockets: Socket.all.map((s) => new URL(s.url).pathname + new URL(s.url).search),
+        };
     }"""
     )
-    # then every event is delivered once, in order; the gap is asked for once; the reconnect asks after seq 7
+    # then every event is delivered once, in order; the gap is asked for once (the state stays at the last delta
+    # it could follow until the catch-up brings it whole); the reconnect asks after seq 7
     assert got["seqs"] == [1, 2, 3, 4, 5, 6, 7]
     assert got["asked"] == [{"type": "catch_up", "after": 3}]
+    assert got["shown"] == 3
     assert got["sockets"] == ["/ws/research/abc/", "/ws/research/abc/?after=7"]
 
 
@@ -455,3 +469,44 @@ def test_admin_works_under_the_content_security_policy(daphne, open_page, django
     page.locator("#result_list tbody th a").first.click()
     expect(page).to_have_url(re.compile(r"/admin/research/research/[0-9a-f-]+/change/$"))
     assert watched.csp_violations == [] and watched.errors == [], watched.failed_requests
+
+
+def test_the_page_applies_deltas_as_the_reference_implementation_does(daphne, open_page, user) -> None:
+    # given a research changed step by step, with the deltas a pusher would send and the snapshot after each
+    research = build_tree(user, 2, 2, websites_per_query=2)
+    client = Watcher(research.pk)
+    steps = [client.pull()]
+    expected = [client.state]
+    query = research.queries.order_by("id").first()
+    website = query.websites.order_by("id").first()
+    changes = [
+        lambda: MemoryItem.objects.create(research=research, kind="gap", text="g", key="g", website_ids=[website.pk]),
+        lambda: SerpQuery.objects.create(
+            research=research, parent=query, depth=2, position=9, query="n", objective="o"
+        ),
+        lambda: Website.objects.filter(pk=website.pk).update(title="Retitled", status="failed"),
+        lambda: MemoryItem.objects.filter(research=research, kind="gap").update(closed=True),
+        lambda: ReportSection.objects.create(research=research, version=1, position=1, title="S1"),
+        lambda: Research.objects.filter(pk=research.pk).update(report_version=2),
+    ]
+    for change in changes:
+        change()
+        steps.append(client.pull())
+        expected.append(client.state)
+    # when the page's state.js applies the same deltas, from no state
+    page = open_page().page
+    page.goto(daphne.url + "/accounts/login/")
+    got = page.evaluate(
+        """async (deltas) => {
+        const { applyDelta } = await import("/static/research/js/state.js");
+        const states = [];
+        let state = null;
+        for (const delta of deltas) states.push((state = applyDelta(state, delta)));
+        const stale = applyDelta({ ...state, queries: [] }, { ...deltas[2], base: 0 });
+        return { states, stale };
+    }""",
+        steps,
+    )
+    # then it holds the same state after every delta, and refuses one that does not follow its state
+    assert got["states"] == expected
+    assert got["stale"] is None

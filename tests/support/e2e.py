@@ -32,7 +32,10 @@ WORKER_ENV = {
 }
 
 
-def start_research(api, breadth: int, depth: int, prompt: str = "How do heat pumps perform in cold climates?") -> str:
+def start_research(
+    api, breadth: int, depth: int, prompt: str = "How do heat pumps perform in cold climates?", **options
+) -> str:
+    """Start a research through the API; `options` are further fields of the request (mode, budget, ...)."""
     response = api.post(
         "/api/research/start",
         data=json.dumps(
@@ -41,6 +44,7 @@ def start_research(api, breadth: int, depth: int, prompt: str = "How do heat pum
                 "questions": [{"question": "Which climates?", "answer": "Nordic"}],
                 "breadth": breadth,
                 "depth": depth,
+                **options,
             }
         ),
         content_type="application/json",

@@ -22,6 +22,8 @@ ENV_DEFAULTS = {
     "LOG_LEVEL": "WARNING",
     # Tests wait for pushes to settle; a shorter gathering window than the production 1 s keeps them quick.
     "PUSH_INTERVAL": "0.25",
+    # Every push carries the checksum of the snapshot its delta must add up to: tests/test_deltas.py checks it.
+    "PUSH_CHECKSUMS": "true",
     # The end-to-end and browser tests start researches for one user faster than a person would; the request rate
     # has tests of its own (tests/test_quotas.py), with the limit set there.
     "SPEND_RATE_LIMIT": "0",

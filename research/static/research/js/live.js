@@ -1,5 +1,7 @@
 // Websocket feeds with reconnection. The server is the record: a feed that misses anything asks for it again.
 
+import { applyDelta } from "./state.js";
+
 function socketUrl(path) {
   const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
   return `${scheme}//${window.location.host}${path}`;
@@ -107,8 +109,10 @@ export class SidebarFeed extends Feed {
   }
 }
 
-// `/ws/research/<id>/`: the full history on connect, then coalesced updates. Events are delivered to `onEvents`
-// exactly once and in seq order; a gap (a lost push) triggers a catch_up, a reconnect asks for `?after=<seq>`.
+// `/ws/research/<id>/`: the full history and state on connect, then coalesced updates, each with the delta of the
+// state since the update before. Events are delivered to `onEvents` exactly once and in seq order; the state, after
+// each history or delta, to `onSnapshot`. A gap (a lost push, or a delta that does not follow the state held)
+// triggers a catch_up, which brings the whole state again; a reconnect asks for `?after=<seq>`.
 export class ResearchFeed extends Feed {
   constructor(researchId, { onEvents, onSnapshot, onStatus }) {
     super(`/ws/research/${researchId}/`, onStatus);
@@ -116,6 +120,7 @@ export class ResearchFeed extends Feed {
     this.onEvents = onEvents;
     this.onSnapshot = onSnapshot;
     this.lastSeq = 0;
+    this.state = null;
     this.snapshotSeq = -1;
     this.catchingUp = false;
     this.behindTimer = null;
@@ -143,8 +148,20 @@ export class ResearchFeed extends Feed {
     if (message.type === "history") this.catchingUp = false;
     if (message.type === "history" || message.type === "update") {
       this.take(Array.isArray(message.events) ? message.events : []);
-      if (message.snapshot) this.takeSnapshot(message.snapshot);
+      if (message.type === "history" && message.snapshot) this.takeSnapshot(message.snapshot);
+      if (message.type === "update" && message.delta) this.takeDelta(message.delta);
     }
+  }
+
+  takeDelta(delta) {
+    const seq = this.state ? this.state.research.last_event_seq : 0;
+    if (this.state && delta.research.last_event_seq < seq) return; // read before the state we hold
+    const next = delta.base <= seq ? applyDelta(this.state, delta) : null;
+    if (next === null) {
+      this.catchUp(); // we lack the state this delta follows
+      return;
+    }
+    this.takeSnapshot(next);
   }
 
   take(events) {
@@ -165,6 +182,7 @@ export class ResearchFeed extends Feed {
     const seq = snapshot.research ? snapshot.research.last_event_seq : 0;
     if (seq < this.snapshotSeq) return; // an older state than the one shown
     this.snapshotSeq = seq;
+    this.state = snapshot;
     this.onSnapshot(snapshot);
     // The snapshot knows of events we have not received: the push carrying them may still be on its way, so
     // give it a moment before asking.

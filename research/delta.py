@@ -1,0 +1,304 @@
+"""Deltas: what changed in a research since the previous push, so that a push carries only that.
+
+A client holds the whole state (the snapshot it got on connect or catch-up) and applies each push's delta to it;
+after that its state equals the snapshot the server would build at the same moment. The server still reads the
+current state from the database for every push, but only the rows that changed since the previous push.
+
+Which rows changed comes from PostgreSQL itself: every row version carries `xmin`, the id of the transaction that
+wrote it. A push reads in one REPEATABLE READ transaction and remembers the oldest transaction still running when
+its view was taken (`pg_snapshot_xmin`); every transaction committed after that view has an id at or above it, so
+the next push loads the rows whose `xmin` is at or above it. A few rows committed just before may come again; no
+change can be missed, and nothing has to be written to mark a row as changed. On SQLite (the embedded mode) every
+delta carries every row: correct, only larger.
+
+The shape is published in research/schemas/delta.v1.json; `apply_delta` below is the reference implementation
+of applying one, and the live page's (research/static/research/js/state.js) does the same.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Count, QuerySet
+
+from research.models import (
+    Document,
+    Event,
+    Extract,
+    FollowUpQuestion,
+    MemoryItem,
+    ReportSection,
+    Research,
+    SerpQuery,
+    Website,
+)
+from research.snapshot import (
+    MEMORY_FIELDS,
+    MEMORY_SECTIONS,
+    QUERY_FIELDS,
+    SECTION_FIELDS,
+    SNAPSHOT_VERSION,
+    WEBSITE_FIELDS,
+    build_snapshot,
+    documents,
+    event_payload,
+    memory_state,
+    progress,
+    query_state,
+    research_state,
+    website_state,
+)
+
+DELTA_VERSION = 1
+
+# Fields the progress counts need from every query (the pruned subtrees follow parents, positions and decisions).
+_PROGRESS_FIELDS = ("id", "parent_id", "depth", "position", "retries", "status", "decision")
+_QUERY_ORDER = ("depth", "parent_id", "position", "id")
+
+
+@dataclass(frozen=True)
+class Since:
+    """Where the previous push left a research: the seq its state had, and the view it was read in (`xmin`, a
+    64-bit transaction id; None: unknown, so every row is sent)."""
+
+    seq: int = 0
+    xmin: int | None = None
+
+
+class DeltaMismatch(ValueError):
+    """A delta names rows the state does not have: the state is not the one the delta follows."""
+
+
+@contextmanager
+def consistent_view() -> Iterator[int | None]:
+    """A transaction in which every read sees one moment (REPEATABLE READ on PostgreSQL); yields the oldest
+    transaction id still running at that moment, or None where there is no such thing (SQLite)."""
+    with transaction.atomic():
+        if connection.vendor != "postgresql":
+            yield None
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            # The first statement takes the transaction's view, so this is the view every later read sees.
+            cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+            yield cursor.fetchone()[0]
+
+
+def read_push(
+    research_id: Any, after: int, limit: int, since: Since | None, checksum: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, Any], int | None, str | None]:
+    """The events after seq `after` (at most `limit`), the delta since `since` (None: a whole one), the view's
+    xmin to pass as the next push's `since`, and with `checksum` the checksum of the whole snapshot, all read in
+    one consistent view. Raises Research.DoesNotExist."""
+    with consistent_view() as xmin:
+        rows = Event.objects.filter(research_id=research_id, seq__gt=after).order_by("seq")[:limit]
+        events = [event_payload(event) for event in rows]
+        delta = build_delta(research_id, since)
+        return events, delta, xmin, state_checksum(build_snapshot(research_id)) if checksum else None
+
+
+def state_checksum(state: dict[str, Any]) -> str:
+    """A digest of a snapshot (or a client's state) that is equal exactly when the two are equal as JSON."""
+    text = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def build_delta(research_id: Any, since: Since | None) -> dict[str, Any]:
+    """What changed in the research after `since`'s view; every row when `since` is None or has no view.
+
+    The research and the progress counts are always whole (both small); a collection with a changed row comes
+    with the changed rows and the order of all its keys, which also says which rows are gone."""
+    research = Research.objects.get(pk=research_id)
+    xmin = since.xmin if since is not None and connection.vendor == "postgresql" else None
+    delta: dict[str, Any] = {
+        "version": DELTA_VERSION,
+        "snapshot_version": SNAPSHOT_VERSION,
+        "base": since.seq if xmin is not None else 0,
+        "research": research_state(research),
+    }
+    changed = _Changed(xmin)
+
+    questions = changed.rows(FollowUpQuestion.objects.filter(research_id=research.pk))
+    if questions.exists():
+        delta["questions"] = list(
+            FollowUpQuestion.objects.filter(research_id=research.pk)
+            .order_by("position")
+            .values("position", "question", "answer")
+        )
+
+    query_rows = list(
+        SerpQuery.objects.filter(research_id=research.pk).order_by(*_QUERY_ORDER).values(*_PROGRESS_FIELDS)
+    )
+    changed_queries = list(
+        changed.rows(SerpQuery.objects.filter(research_id=research.pk))
+        .order_by(*_QUERY_ORDER)
+        .values(*QUERY_FIELDS, "learnings")
+    )
+    if changed_queries:
+        delta["queries"] = {
+            "order": [row["id"] for row in query_rows],
+            "rows": [query_state(r) for r in changed_queries],
+        }
+
+    websites = _changed_websites(research.pk, changed)
+    if websites:
+        delta["websites"] = websites
+
+    memory = _changed_memory(research.pk, changed)
+    if memory:
+        delta["memory"] = memory
+
+    if changed.rows(Document.objects.filter(research_id=research.pk)).exists():
+        delta.update(documents(research.pk))
+
+    sections = ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
+    delta["report_sections"] = {
+        "order": list(sections.order_by("position").values_list("position", flat=True)),
+        "rows": list(changed.rows(sections).order_by("position").values(*SECTION_FIELDS)),
+    }
+
+    statuses = Counter(
+        {
+            row["status"]: row["count"]
+            for row in Website.objects.filter(research_id=research.pk).values("status").annotate(count=Count("id"))
+        }
+    )
+    extract_count = Extract.objects.filter(research_id=research.pk).count()
+    delta["progress"] = progress(research, query_rows, statuses, extract_count)
+    return delta
+
+
+class _Changed:
+    """Filters a queryset to the rows written by transactions at or after `xmin` (every row when None)."""
+
+    # Transaction ids in a row's xmin are 32 bits and wrap around: compare them with the view's, modulo 2**32, as
+    # PostgreSQL does (a row is newer when it is less than 2**31 ahead).
+    CONDITION = "(({table}.xmin::text::bigint - %s) & 4294967295) < 2147483648"
+
+    def __init__(self, xmin: int | None) -> None:
+        self.low = None if xmin is None else xmin % 2**32
+
+    def rows(self, queryset: QuerySet) -> QuerySet:
+        if self.low is None:
+            return queryset
+        table = connection.ops.quote_name(queryset.model._meta.db_table)
+        return queryset.extra(where=[self.CONDITION.format(table=table)], params=[self.low])
+
+    def sql(self, table: str) -> tuple[str, list[int]]:
+        """The condition for a raw subquery on `table`; always true when every row counts."""
+        if self.low is None:
+            return "TRUE", []
+        return self.CONDITION.format(table=connection.ops.quote_name(table)), [self.low]
+
+
+def _changed_websites(research_id: Any, changed: _Changed) -> list[dict[str, Any]]:
+    """For each query with a changed website (its row, or one of its extracts): the query's website order and its
+    changed websites with all their extracts."""
+    extract_table = Extract._meta.db_table
+    condition, params = changed.sql(extract_table)
+    # A website changed with its row, or when an extract of it was written.
+    touched = changed.rows(Website.objects.filter(research_id=research_id)).values_list("id", flat=True)
+    with_new_extracts = Extract.objects.filter(research_id=research_id).extra(where=[condition], params=params)
+    website_ids = set(touched) | set(with_new_extracts.values_list("website_id", flat=True))
+    if not website_ids:
+        return []
+    rows = list(Website.objects.filter(pk__in=website_ids).order_by("query_id", "position").values(*WEBSITE_FIELDS))
+    extracts: dict[int, list[dict[str, str]]] = defaultdict(list)
+    for row in (
+        Extract.objects.filter(website_id__in=website_ids)
+        .order_by("website_id", "position")
+        .values("website_id", "fact", "quote")
+    ):
+        extracts[row["website_id"]].append({"fact": row["fact"], "quote": row["quote"]})
+    query_ids = {row["query_id"] for row in rows}
+    order: dict[int, list[int]] = defaultdict(list)
+    for query_id, website_id in (
+        Website.objects.filter(query_id__in=query_ids).order_by("query_id", "position").values_list("query_id", "id")
+    ):
+        order[query_id].append(website_id)
+    groups: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        group = groups.setdefault(row["query_id"], {"query_id": row["query_id"], "order": order[row["query_id"]]})
+        group.setdefault("rows", []).append(website_state(row, extracts.get(row["id"], [])))
+    return list(groups.values())
+
+
+def _changed_memory(research_id: Any, changed: _Changed) -> dict[str, Any]:
+    """For each memory section with a changed item (new, or closed): the order of its open items and the changed
+    open ones."""
+    kinds = set(changed.rows(MemoryItem.objects.filter(research_id=research_id)).values_list("kind", flat=True))
+    if not kinds:
+        return {}
+    items = MemoryItem.objects.filter(research_id=research_id, closed=False, kind__in=kinds).order_by("id")
+    fresh = {row["id"] for row in changed.rows(items).values("id")}
+    memory: dict[str, Any] = {}
+    for kind in kinds:
+        memory[MEMORY_SECTIONS[kind]] = {"order": [], "rows": []}
+    for row in items.values(*MEMORY_FIELDS):
+        section = memory[MEMORY_SECTIONS[row["kind"]]]
+        section["order"].append(row["id"])
+        if row["id"] in fresh:
+            section["rows"].append(memory_state(row))
+    return memory
+
+
+def apply_delta(state: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str, Any]:
+    """The state after `delta`: the reference implementation of what a client does with a push.
+
+    `state` is a snapshot (or None, for a delta with base 0); it is not modified. Raises DeltaMismatch when the
+    delta names a row the state lacks (the client then asks for the whole state again)."""
+    if state is None:
+        if delta["base"] != 0:
+            raise DeltaMismatch("a delta on a state this client does not have")
+        state = {
+            "questions": [],
+            "queries": [],
+            "memory": {section: [] for section in MEMORY_SECTIONS.values()},
+            "report": None,
+            "report_versions": [],
+            "report_sections": [],
+            "error_output": None,
+        }
+    new = copy.deepcopy(state)
+    new["version"] = delta["snapshot_version"]
+    new["research"] = delta["research"]
+    new["progress"] = delta["progress"]
+    for key in ("questions", "report", "report_versions", "error_output"):
+        if key in delta:
+            new[key] = delta[key]
+    if "queries" in delta:
+        old = {query["id"]: query for query in new["queries"]}
+        fresh = {query["id"]: query for query in delta["queries"]["rows"]}
+        new["queries"] = [
+            {**fresh[key], "websites": old[key]["websites"] if key in old else []} if key in fresh else _take(old, key)
+            for key in delta["queries"]["order"]
+        ]
+    by_id = {query["id"]: query for query in new["queries"]}
+    for group in delta.get("websites", []):
+        query = _take(by_id, group["query_id"])
+        query["websites"] = _merge(query["websites"], group, "id")
+    for section, change in delta.get("memory", {}).items():
+        new["memory"][section] = _merge(new["memory"].get(section, []), change, "id")
+    new["report_sections"] = _merge(new["report_sections"], delta["report_sections"], "position")
+    return new
+
+
+def _merge(rows: list[dict[str, Any]], change: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    old = {row[key]: row for row in rows}
+    fresh = {row[key]: row for row in change["rows"]}
+    return [fresh[k] if k in fresh else _take(old, k) for k in change["order"]]
+
+
+def _take(rows: dict[Any, dict[str, Any]], key: Any) -> dict[str, Any]:
+    try:
+        return rows[key]
+    except KeyError:
+        raise DeltaMismatch(f"the delta names a row the state does not have: {key!r}") from None
