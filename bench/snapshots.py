@@ -139,13 +139,55 @@ def measure_snapshot(label: str, research_id: str, repeat: int = 20) -> Snapshot
 
 
 @dataclass
+class DeltaFigures:
+    label: str
+    build_ms: float  # median over `repeat` reads of one push: its events and its delta
+    json_bytes: int
+    sql_queries: int
+
+
+def measure_delta(label: str, research_id: str, repeat: int = 20) -> DeltaFigures:
+    """What the pusher spends on a push of one event in a big research: one website analysed (its row and a new
+    extract) and its event, read as a delta since the view before them."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from research.delta import Since, consistent_view, read_push
+    from research.events import record_event
+    from research.models import Extract, Research, Website
+
+    with consistent_view() as xmin:
+        seq = Research.objects.get(pk=research_id).last_event_seq
+    since = Since(seq, xmin)
+    website = Website.objects.filter(research_id=research_id).order_by("id").first()
+    Website.objects.filter(pk=website.pk).update(title="Analysed again")
+    Extract.objects.create(research_id=research_id, website=website, position=99, fact=FACT, quote=QUOTE)
+    record_event(research_id, "website_analyzed", {"website_id": website.pk, "url": website.url})
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        events, delta, _, _ = read_push(research_id, seq, 500, since)
+        times.append(time.perf_counter() - began)
+    with CaptureQueriesContext(connection) as captured:
+        read_push(research_id, seq, 500, since)
+    return DeltaFigures(
+        label=label,
+        build_ms=statistics.median(times) * 1000,
+        json_bytes=len(json.dumps({"type": "update", "events": events, "delta": delta}).encode()),
+        sql_queries=len(captured.captured_queries),
+    )
+
+
+@dataclass
 class Watched:
-    """What one websocket client of the research page would have received."""
+    """What one websocket client of the research page would have received: the history on connect (the whole
+    state), then every push; `matches` says whether the state it built from them equals the final snapshot."""
 
     messages: int = 0
     bytes: int = 0
     events: int = 0
     seqs: list[int] = field(default_factory=list)
+    matches: bool | None = None
 
     @property
     def in_order(self) -> bool:
@@ -159,8 +201,11 @@ class Watcher:
     def __init__(self, research_id: str) -> None:
         from research.push import research_group
 
+        self.research_id = research_id
         self.group = research_group(research_id)
         self.result = Watched()
+        self.state: dict[str, Any] | None = None
+        self._updates: list[dict[str, Any]] = []
         self._joined = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._listen()), name="bench-watcher", daemon=True)
         self.error: BaseException | None = None
@@ -169,9 +214,15 @@ class Watcher:
         self._channel = ""
 
     def __enter__(self) -> Watcher:
+        from research.snapshot import read_history
+
         self._thread.start()
         if not self._joined.wait(10):
             raise RuntimeError("the watcher could not join the channel group")
+        # As a page opening now: the history and the whole state first, then the pushes.
+        events, snapshot = read_history(self.research_id, 0, 20_000)
+        self.state = snapshot
+        self.result.bytes += len(json.dumps({"type": "history", "after": 0, "events": events, "snapshot": snapshot}))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -183,6 +234,8 @@ class Watcher:
 
     async def _listen(self) -> None:
         from channels.layers import get_channel_layer
+
+        from research.web.consumers import update_message
 
         self._loop = asyncio.get_running_loop()
         self._layer = layer = get_channel_layer()
@@ -196,21 +249,46 @@ class Watcher:
                     return
                 if message.get("type") != "research.update":
                     continue
-                text = json.dumps({"type": "update", "events": message["events"], "snapshot": message["snapshot"]})
+                update = update_message(message)
                 self.result.messages += 1
-                self.result.bytes += len(text.encode())
+                self.result.bytes += len(json.dumps(update).encode())
                 self.result.events += len(message["events"])
                 self.result.seqs.extend(e["seq"] for e in message["events"])
+                self._updates.append(update)
         except BaseException as exc:  # noqa: BLE001 - surfaced to the runner after the run
             self.error = exc
         finally:
             await layer.group_discard(self.group, channel)
 
     def settle(self, research_id: str, timeout: float = 15) -> None:
-        """Wait until the last event of the research has been pushed and received."""
+        """Wait until the last event of the research has been pushed and received, then check that the state a
+        page would hold equals the final snapshot."""
         from research.models import Research
+        from research.snapshot import build_snapshot
 
         last = Research.objects.get(pk=research_id).last_event_seq
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and (not self.result.seqs or self.result.seqs[-1] < last):
+        while time.monotonic() < deadline and self._last_pushed() < last:
             time.sleep(0.1)
+        self.result.matches = self._replay() == json.loads(json.dumps(build_snapshot(research_id)))
+
+    def _last_pushed(self) -> int:
+        return self.result.seqs[-1] if self.result.seqs else 0
+
+    def _replay(self) -> dict[str, Any] | None:
+        """The state a page builds from the history and the pushes (after the run: applying is the page's work,
+        not the watcher's); None if a delta did not follow the state."""
+        from research.delta import DeltaMismatch, apply_delta
+
+        state = json.loads(json.dumps(self.state))
+        for update in self._updates:
+            delta = json.loads(json.dumps(update["delta"]))
+            if delta["research"]["last_event_seq"] < state["research"]["last_event_seq"]:
+                continue  # read before the history this client started from
+            if delta["base"] > state["research"]["last_event_seq"]:
+                return None
+            try:
+                state = apply_delta(state, delta)
+            except DeltaMismatch:
+                return None
+        return state
