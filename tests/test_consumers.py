@@ -19,17 +19,12 @@ from research import snapshot as snapshot_module
 from research.events import record_event
 from research.models import Research, ResearchStatus
 from researchsite.asgi import application
+from tests.support.logins import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = b"http://127.0.0.1"
 TIMEOUT = 10
-
-
-def session_cookie(user) -> bytes:
-    client = Client()
-    client.force_login(user)
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
 
 
 def wait_pushed(research: Research, timeout: float = 10) -> None:

@@ -17,7 +17,6 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connections
-from django.test import Client
 from django.utils import timezone
 
 from research.delta import DeltaMismatch, apply_delta, build_delta, consistent_view, state_checksum
@@ -39,6 +38,7 @@ from researchsite.asgi import application
 from tests.support.deltas import Watcher, touched
 from tests.support.e2e import start_research, wait_finished
 from tests.support.factories import running_research
+from tests.support.logins import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -148,12 +148,6 @@ def test_a_whole_delta_rebuilds_any_state(user) -> None:
 
 
 # --- the real stack: pushes from real workers, as a browser receives them ----------------------------------------
-
-
-def session_cookie(user) -> bytes:
-    client = Client()
-    client.force_login(user)
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
 
 
 async def replay(research_id: str, headers: list[tuple[bytes, bytes]], finished) -> tuple[int, dict[str, Any]]:

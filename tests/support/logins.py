@@ -51,3 +51,13 @@ def sign_in(page: Page, base_url: str, username: str, path: str = "/") -> None:
     # The page's own scripts and sockets are the tests' business: waiting for the full "load" of a busy second
     # context timed out now and then on a loaded machine.
     page.wait_for_url(base_url + path, wait_until="domcontentloaded", timeout=60_000)
+
+
+def session_cookie(user) -> bytes:
+    """A `Cookie` header value for a session of `user`, for sockets opened in-process (channels' communicator)."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
