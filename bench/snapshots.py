@@ -188,6 +188,7 @@ class Watched:
     events: int = 0
     seqs: list[int] = field(default_factory=list)
     matches: bool | None = None
+    by_part: dict[str, int] = field(default_factory=dict)  # bytes of the pushes by part: events, and each delta key
 
     @property
     def in_order(self) -> bool:
@@ -215,6 +216,7 @@ class Watcher:
 
     def __enter__(self) -> Watcher:
         from research.snapshot import read_history
+        from research.web.consumers import encode
 
         self._thread.start()
         if not self._joined.wait(10):
@@ -222,7 +224,8 @@ class Watcher:
         # As a page opening now: the history and the whole state first, then the pushes.
         events, snapshot = read_history(self.research_id, 0, 20_000)
         self.state = snapshot
-        self.result.bytes += len(json.dumps({"type": "history", "after": 0, "events": events, "snapshot": snapshot}))
+        history = {"type": "history", "after": 0, "events": events, "snapshot": snapshot}
+        self.result.bytes += len(encode(history).encode())
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -235,7 +238,7 @@ class Watcher:
     async def _listen(self) -> None:
         from channels.layers import get_channel_layer
 
-        from research.web.consumers import update_message
+        from research.web.consumers import encode, update_message
 
         self._loop = asyncio.get_running_loop()
         self._layer = layer = get_channel_layer()
@@ -251,7 +254,10 @@ class Watcher:
                     continue
                 update = update_message(message)
                 self.result.messages += 1
-                self.result.bytes += len(json.dumps(update).encode())
+                self.result.bytes += len(encode(update).encode())
+                parts = {"events": update["events"], **{f"delta.{k}": v for k, v in update["delta"].items()}}
+                for part, value in parts.items():
+                    self.result.by_part[part] = self.result.by_part.get(part, 0) + len(encode(value).encode())
                 self.result.events += len(message["events"])
                 self.result.seqs.extend(e["seq"] for e in message["events"])
                 self._updates.append(update)

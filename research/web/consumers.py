@@ -45,6 +45,10 @@ class _JsonConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=4401)
 
     @classmethod
+    async def encode_json(cls, content: Any) -> str:
+        return encode(content)
+
+    @classmethod
     async def decode_json(cls, text_data: str) -> Any:
         # A malformed message is ignored rather than allowed to crash the consumer (and drop the socket).
         try:
@@ -123,6 +127,12 @@ class ResearchConsumer(_JsonConsumer):
     @database_sync_to_async
     def _history(self, after: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         return read_history(self.research_id, after, HISTORY_LIMIT)
+
+
+def encode(content: Any) -> str:
+    """The JSON text of a message: compact (no spaces after separators) and UTF-8 rather than \\u escapes, about a
+    tenth fewer bytes than json.dumps' default on a research's pushes."""
+    return json.dumps(content, separators=(",", ":"), ensure_ascii=False)
 
 
 def update_message(message: dict[str, Any]) -> dict[str, Any]:
