@@ -9,9 +9,11 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,6 +106,8 @@ class Stack:
         self.database_url = _with_database(self.base_database_url, self.database_name)
         self.redis_url = ""
         self.fakes = Fakes()
+        # Where every process of the stack writes its SQL statement and Redis command counts (bench/instrument.py).
+        self.counts_dir = Path(tempfile.mkdtemp(prefix=f"bench-counts-{self.run_id}-"))
         self._pools: list[WorkerPool] = []
         self._database_created = False
         self._closed = False
@@ -142,6 +146,8 @@ class Stack:
                 "CSRF_COOKIE_SECURE": "false",
                 **WORKER_ENV,
                 **self.fakes.env(),
+                "CELERY_IMPORTS": "bench.instrument",
+                "BENCH_COUNTS_DIR": str(self.counts_dir),
             }
         )
         subprocess.run(
@@ -171,6 +177,7 @@ class Stack:
         if self.redis_url:
             redis.Redis.from_url(self.redis_url).flushdb()
         self.fakes.stop()
+        shutil.rmtree(self.counts_dir, ignore_errors=True)
 
     # --- workers ---
 
