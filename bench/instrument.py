@@ -89,8 +89,11 @@ def _write_forever(folder: Path) -> None:
             now = dict(counts)
         if now != last:
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(now))
-            os.replace(tmp, path)
+            try:
+                tmp.write_text(json.dumps(now))
+                os.replace(tmp, path)
+            except OSError:
+                return  # the stack removed the folder: the run is over
             last = now
         time.sleep(0.25)
 

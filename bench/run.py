@@ -2,8 +2,11 @@
 
 Parts (all by default, in this order, one stack for all of them):
   critical   wall time / critical-path ideal for (2,2) (4,2) (3,3) (4,3) (5,5), with enough worker slots;
-             the (5,5) runs also count what one websocket client receives
-  overhead   zero-latency (5,5): wall time per task, CPU per task, events per second
+             every run also counts what one websocket client receives (against the final snapshot's size)
+  overhead   zero-latency (5,5): wall time, CPU (workers, PostgreSQL, fakes and runner), commits, SQL statements
+             and Redis commands per task (bench/instrument.py counts them in the workers), events per second
+  many       --many researches (default 20 × (3,3), from 5 users) started together on the critical part's
+             workers, against one alone: throughput, each user's share, PostgreSQL connections, CPU per task
   reference  the level-synchronous-4 and per-branch-2 reference schedulers at (4,3) and (5,5), against the
              engine's critical-part runs (so `reference` needs `critical` in the same run)
   scaling    (4,3) on 1, 2, 4, 8 worker processes of a few slots each (latency-bound: slots are the limit)
@@ -11,6 +14,12 @@ Parts (all by default, in this order, one stack for all of them):
   adaptive   adaptive against fixed mode at (4,3) on a "simple" and a "complex" request (bench/adaptive.py):
              model calls, cost, wall time and depth reached; the target is 30 %+ fewer calls on the simple one
              at no more than 10 % extra cost on average
+  resilience the figures tests/test_faults.py holds, on the bench stack (bench/resilience.py): another user's
+             1x1 beside a 6x3's backlog, and a 3x3 with one of two workers killed, production leases (about
+             2 minutes, most of it the lease that must lapse)
+
+A final Targets section lists every figure that has a target (and the reference models beside each wall/ideal
+ratio), with whether it holds. A full run takes about 20 minutes on 2 cores.
 
 Every figure is the median of the repetitions, with the 1-minute load average beside it (other work on this
 machine slows the stack down; look at the load before trusting a figure). Raw runs go to var/bench/*.json.
@@ -34,7 +43,7 @@ from bench.latency import ZERO, Latencies
 
 log = logging.getLogger("bench")
 
-PARTS = ("critical", "overhead", "many", "reference", "scaling", "snapshots", "adaptive")
+PARTS = ("critical", "overhead", "many", "reference", "scaling", "snapshots", "adaptive", "resilience")
 DEFAULT_PARTS = PARTS
 SHAPES = ((2, 2), (4, 2), (3, 3), (4, 3), (5, 5))
 # Wall time / critical-path ideal a shape must stay within.
@@ -601,6 +610,51 @@ class Bench:
             self.record("snapshot", {**asdict(fig), "load": load()})
         self.sections.append(section)
 
+    def resilience(self, stack: Any, owner: Any) -> None:
+        from bench import resilience
+        from bench.many import create_users
+
+        began = time.monotonic()
+        fair = resilience.fairness(stack, owner, create_users(1)[0])
+        self.record("resilience fairness", {**asdict(fair), "load": load()})
+        self.say(f"fairness: 1x1 alone {fair.alone:.1f} s, beside a 6x3 {fair.beside:.1f} s")
+        fair_load = load()
+        recovered = resilience.recovery(stack, owner)
+        self.record("resilience recovery", {**asdict(recovered), "load": load()})
+        cost = recovered.killed - recovered.undisturbed
+        self.say(f"recovery: 3x3 undisturbed {recovered.undisturbed:.1f} s, a worker killed {recovered.killed:.1f} s")
+        section = Section(
+            f"Fairness and recovery (the figures of tests/test_faults.py, on the bench stack; "
+            f"{time.monotonic() - began:.0f} s)"
+        )
+        section.rows += [
+            self.target(
+                "fairness",
+                Row(
+                    f"another user's 1x1 beside a 6x3 with {fair.backlog} steps waiting, one worker of 4 slots",
+                    f"{fair.beside:.1f} s",
+                    f"1x1 alone {fair.alone:.1f} s; the 6x3 still running when it was done: {fair.large_running}; "
+                    f"latencies {resilience.FAIRNESS.describe()}",
+                    f"≤ 3 × alone + 10 s ({fair.bound:.1f} s)",
+                    fair.holds,
+                    fair_load,
+                ),
+            ),
+            self.target(
+                "recovery",
+                Row(
+                    "a 3x3 with one of two workers killed (SIGKILL) mid-run, production leases",
+                    f"{recovered.killed:.1f} s",
+                    f"undisturbed {recovered.undisturbed:.1f} s: the kill cost {cost:.1f} s (a lease of 60 s, a sweep "
+                    f"every 15 s); complete and exact; latencies {resilience.RECOVERY.describe()}",
+                    f"≤ undisturbed + 90 s ({recovered.bound:.1f} s)",
+                    recovered.holds,
+                    load(),
+                ),
+            ),
+        ]
+        self.sections.append(section)
+
     # --- all of it ---
 
     def run(self) -> None:
@@ -627,6 +681,8 @@ class Bench:
                 self.snapshots(owner)
             if "adaptive" in parts:
                 self.adaptive(stack, owner)
+            if "resilience" in parts:
+                self.resilience(stack, owner)
 
     def targets_section(self) -> Section:
         """Every target's row the parts measured, in TARGET_ORDER: each wall/ideal ratio with the reference models
