@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
 counts = {"sql": 0, "redis": 0}
+kinds: Counter[str] = Counter()  # SQL statements by verb and first table, e.g. "UPDATE research_website"
+_TABLE = re.compile(r'(?:FROM|INTO|UPDATE|JOIN)\s+"?(\w+)', re.IGNORECASE)
 
 
 def _add(key: str, n: int = 1) -> None:
@@ -40,7 +44,11 @@ def _count_statements(execute: Any, sql: str, params: Any, many: bool, context: 
             n = len(params)
         except TypeError:
             pass
-    _add("sql", n)
+    verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else "?"
+    table = _TABLE.search(sql)
+    with _lock:
+        counts["sql"] += n
+        kinds[f"{verb} {table.group(1)}" if table else verb] += n
     return execute(sql, params, many, context)
 
 
@@ -86,7 +94,7 @@ def _write_forever(folder: Path) -> None:
     path, last = folder / f"{os.getpid()}.json", None
     while True:
         with _lock:
-            now = dict(counts)
+            now = {**counts, "kinds": dict(kinds)}
         if now != last:
             tmp = path.with_suffix(".tmp")
             try:
@@ -98,20 +106,22 @@ def _write_forever(folder: Path) -> None:
         time.sleep(0.25)
 
 
-def read(folder: Path, pids: list[int]) -> dict[str, int]:
-    """The summed totals the processes `pids` last wrote (a process that wrote nothing yet counts 0)."""
-    total = {"sql": 0, "redis": 0}
+def read(folder: Path, pids: list[int]) -> dict[str, Any]:
+    """The summed totals the processes `pids` last wrote (a process that wrote nothing yet counts 0), with
+    `kinds`, the statements by kind."""
+    total: dict[str, Any] = {"sql": 0, "redis": 0, "kinds": Counter()}
     for pid in pids:
         try:
             written = json.loads((folder / f"{pid}.json").read_text())
         except (OSError, ValueError):
             continue
-        for key in total:
+        for key in ("sql", "redis"):
             total[key] += int(written.get(key, 0))
+        total["kinds"].update(written.get("kinds", {}))
     return total
 
 
-def snapshot(folder: Path, pids: list[int]) -> dict[str, int]:
+def snapshot(folder: Path, pids: list[int]) -> dict[str, Any]:
     """`read`, after waiting for the writers' next flush (they write every quarter of a second)."""
     time.sleep(0.6)
     return read(folder, pids)

@@ -185,8 +185,9 @@ class RunMeter:
         self.stack, self.worker_pids = stack, worker_pids
         self.cpu = CpuMeter({"workers": worker_pids, "runner": [os.getpid()]}, stack.database_url, stack.database_name)
         self.used: dict[str, float] = {}
+        self.sql_kinds: dict[str, int] = {}
 
-    def _counts(self) -> tuple[dict[str, int], dict[str, int], int]:
+    def _counts(self) -> tuple[dict[str, Any], dict[str, Any], int]:
         from bench import instrument
 
         folder = self.stack.counts_dir
@@ -205,3 +206,5 @@ class RunMeter:
         self.used["redis"] = workers["redis"] - self._before[0]["redis"]
         self.used["runner_redis"] = runner["redis"] - self._before[1]["redis"]
         self.used["redis_server"] = server - self._before[2]
+        # The statements by kind ("UPDATE research_website"), most frequent first.
+        self.sql_kinds = dict((workers["kinds"] - self._before[0]["kinds"]).most_common())

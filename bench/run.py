@@ -273,7 +273,8 @@ class Bench:
                 measured = self.engine_run(stack, owner, 5, 5, ZERO)
             cpu = meter.used
             observed.append((measured, cpu))
-            self.record("overhead 5x5", {**measured.as_dict(), "cpu": cpu})
+            kinds = meter.sql_kinds
+            self.record("overhead 5x5", {**measured.as_dict(), "cpu": cpu, "sql_kinds": kinds})
             self.say(f"overhead rep {rep + 1}: {measured.run.wall:.2f} s for {measured.run.tasks} tasks, cpu {cpu}")
         loads = median([m.load for m, _ in observed])
         waiting = [m.lock.mean_waiting for m, _ in observed]
@@ -336,7 +337,9 @@ class Bench:
                     "SQL statements per task",
                     f"{per_task('sql'):.1f}",
                     f"{median([c['sql'] for _, c in runs]):.0f} statements the workers sent through Django "
-                    "(bench/instrument.py: every execute, savepoints included; BEGIN and COMMIT not)",
+                    "(bench/instrument.py: every execute, savepoints included; BEGIN and COMMIT not); most "
+                    "frequent in the last run, per task: "
+                    + ", ".join(f"{kind} {n / tasks:.1f}" for kind, n in list(kinds.items())[:6]),
                     load=loads,
                 ),
             ),
