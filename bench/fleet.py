@@ -97,7 +97,10 @@ def estimate(runs: dict[str, list[Any]], lat: dict[str, float], researches: int,
         ),
         (
             "websocket bytes per second, one client each",
-            f"{researches * ws_bytes / wall / 1e6:,.0f} MB/s",
+            # Whole snapshots pushed up to once a second: a research k times longer may get k times the pushes.
+            f"{researches * ws_bytes / wall / 1e6:,.0f}"
+            + (f"–{researches * ws_bytes / (wall / slower) / 1e6:,.0f}" if slower > 1 else "")
+            + " MB/s",
             f"{ws_bytes / 1e6:.2f} MB to one client over the {shape} alone, {ws_ratio:.1f}× its final snapshot "
             "(Many: the solo run's watcher, raw run; Critical: (4,3) pushed to one websocket client / final "
             "snapshot is the same measure at (4,3))",
