@@ -35,7 +35,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -542,7 +542,9 @@ class Bench:
                 speedup >= 3.65 if count == 4 else None,
                 median(loads[count]),
             )
-            section.rows.append(self.target("scaling", row) if count == 4 else row)
+            section.rows.append(row)
+            if count == 4:
+                self.target("scaling", replace(row, figure=f"(4,3) on {self.args.scaling_workers[0]} → 4 workers"))
         self.sections.append(section)
 
     def adaptive(self, stack: Any, owner: Any) -> None:
