@@ -49,7 +49,7 @@ def estimate(runs: dict[str, list[Any]], lat: dict[str, float], researches: int,
     ws_ratio = ws_bytes / solo["snapshot_bytes"]
     snapshot_ms = max((s["build_ms"] for s in runs.get("snapshot", []) if s["queries"] == 110), default=float("nan"))
     shape = f"({solo['breadth']},{solo['depth']})"
-    src_many = "Many: slowest research / one alone (detail: alone)"
+    src_many = "Many: one research alone"
     return [
         ("research", f"{shape}: {tasks} tasks, {solo['events']} events, {wall:.1f} s", src_many),
         ("tasks per second", f"{rate:,.0f}", f"{researches} × tasks / time alone ({src_many})"),
@@ -93,7 +93,7 @@ def estimate(runs: dict[str, list[Any]], lat: dict[str, float], researches: int,
         (
             "events written per second",
             f"{researches * solo['events'] / wall:,.0f}",
-            f"{solo['events']} events per research ({src_many}, raw run)",
+            f"{solo['events']} events per research ({src_many})",
         ),
         (
             "websocket bytes per second, one client each",
@@ -101,9 +101,8 @@ def estimate(runs: dict[str, list[Any]], lat: dict[str, float], researches: int,
             f"{researches * ws_bytes / wall / 1e6:,.0f}"
             + (f"–{researches * ws_bytes / (wall / slower) / 1e6:,.0f}" if slower > 1 else "")
             + " MB/s",
-            f"{ws_bytes / 1e6:.2f} MB to one client over the {shape} alone, {ws_ratio:.1f}× its final snapshot "
-            "(Many: the solo run's watcher, raw run; Critical: (4,3) pushed to one websocket client / final "
-            "snapshot is the same measure at (4,3))",
+            f"{ws_bytes / 1e6:.2f} MB to one client over the {shape}, {ws_ratio:.1f}× its final snapshot ({src_many}"
+            "; Critical: (4,3) pushed to one websocket client / final snapshot is the same measure at (4,3))",
         ),
         (
             "snapshot builds, cores (at most one push a second per research)",

@@ -410,6 +410,15 @@ class Bench:
         cpu = {k: used[k] / tasks * 1000 for k in ("workers", "postgres", "runner")}
         section.rows += [
             Row(
+                "one research alone",
+                f"{solo.run.wall:.1f} s",
+                f"ideal {solo.run.ideal:.1f} s; {solo.run.tasks} tasks, {solo.run.events} events; one websocket "
+                f"client received {solo.watched.bytes / 1e6:.2f} MB in {solo.watched.messages} messages, "
+                f"{solo.watched.bytes / solo.snapshot_bytes:.1f}× the final snapshot "
+                f"({solo.snapshot_bytes / 1e3:.0f} KB)",
+                load=solo.load,
+            ),
+            Row(
                 "throughput",
                 f"{count / wall * 60:.1f} researches/min",
                 f"{tasks / wall * 60:.0f} tasks/min: {tasks} tasks in {wall:.1f} s (first start → last research "
