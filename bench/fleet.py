@@ -107,7 +107,8 @@ def estimate(runs: dict[str, list[Any]], lat: dict[str, float], researches: int,
         (
             "snapshot builds, cores (at most one push a second per research)",
             f"{researches * snapshot_ms / 1000:,.0f}",
-            f"{snapshot_ms:.0f} ms per build at 110 × 7 (Snapshots: built (5,5) × 7), an upper bound for a {shape}",
+            f"{snapshot_ms:.0f} ms per build at 110 × 7 (Snapshots: the slower row at 110 queries), an upper "
+            f"bound for a {shape}",
         ),
     ]
 
