@@ -28,13 +28,9 @@ from typing import Any
 
 _lock = threading.Lock()
 counts = {"sql": 0, "redis": 0}
-kinds: Counter[str] = Counter()  # SQL statements by verb and first table, e.g. "UPDATE research_website"
+# SQL statements by verb and first table ("UPDATE research_website"), Redis commands by name ("redis EVALSHA").
+kinds: Counter[str] = Counter()
 _TABLE = re.compile(r'(?:FROM|INTO|UPDATE|JOIN)\s+"?(\w+)', re.IGNORECASE)
-
-
-def _add(key: str, n: int = 1) -> None:
-    with _lock:
-        counts[key] += n
 
 
 def _count_statements(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
@@ -62,9 +58,13 @@ def _patch_redis() -> None:
     import redis.connection as sync_connection
 
     def counting(method: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            _add("redis")
-            return method(*args, **kwargs)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            name = args[0] if args else b"?"
+            name = (name.decode() if isinstance(name, bytes) else str(name)).split(" ", 1)[0].upper()
+            with _lock:
+                counts["redis"] += 1
+                kinds[f"redis {name}"] += 1
+            return method(self, *args, **kwargs)
 
         wrapper.__wrapped__ = method  # type: ignore[attr-defined]
         return wrapper

@@ -206,5 +206,5 @@ class RunMeter:
         self.used["redis"] = workers["redis"] - self._before[0]["redis"]
         self.used["runner_redis"] = runner["redis"] - self._before[1]["redis"]
         self.used["redis_server"] = server - self._before[2]
-        # The statements by kind ("UPDATE research_website"), most frequent first.
+        # Statements and commands by kind ("UPDATE research_website", "redis BRPOP"), most frequent first.
         self.sql_kinds = dict((workers["kinds"] - self._before[0]["kinds"]).most_common())
