@@ -40,6 +40,13 @@ class BatchRun:
         return [r.wall for r, owner in zip(self.runs, self.owners, strict=True) if owner == user]
 
 
+def slot_seconds(run: Any, lat: Latencies) -> float:
+    """Seconds of worker slots a research's calls take at the latencies (the report counted as its one latency): no
+    scheduler runs a batch on `slots` slots in less than the batch's sum over `slots`."""
+    plans = run.tasks - 3 - run.queries - 2 * run.websites + 1  # the top planning and one per inner query
+    return plans * lat.plan + run.queries * lat.search + run.websites * (lat.page + lat.analysis) + lat.report
+
+
 def create_users(count: int) -> list[Any]:
     from django.contrib.auth import get_user_model
 

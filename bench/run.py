@@ -371,7 +371,7 @@ class Bench:
         self.sections.append(section)
 
     def many(self, stack: Any, pool: Any) -> None:
-        from bench.many import create_users, run_batch
+        from bench.many import create_users, run_batch, slot_seconds
         from bench.probes import ConnectionSampler, RunMeter
 
         breadth, depth = self.args.many_shape
@@ -404,6 +404,7 @@ class Bench:
         )
         self.say(f"many: {count} researches in {wall:.1f} s, slowest {max(walls):.1f} s, used {used}")
         slots = self.args.workers * self.args.concurrency
+        bound = max(solo.run.ideal, sum(slot_seconds(r, self.latencies) for r in batch.runs) / slots)
         per_user = [batch.user_walls(u) for u in range(batch.users)]
         means = [statistics.mean(w) for w in per_user]
         section = Section(
@@ -425,7 +426,8 @@ class Bench:
                 "throughput",
                 f"{count / wall * 60:.1f} researches/min",
                 f"{tasks / wall * 60:.0f} tasks/min: {tasks} tasks in {wall:.1f} s (first start → last research "
-                f"done; the starts took {batch.start_spread:.2f} s)",
+                f"done; the starts took {batch.start_spread:.2f} s); no scheduler under {bound:.1f} s on {slots} "
+                "slots (the calls' latency-seconds / slots)",
                 load=at,
             ),
             Row(
