@@ -63,7 +63,7 @@ beat: venv
 flower: venv
 	$(VENV)/bin/celery -A researchsite flower --address=127.0.0.1 --port=5555 --basic-auth=$${FLOWER_BASIC_AUTH:?set FLOWER_BASIC_AUTH=user:password}
 
-# Benchmarks on the real stack (about 13 minutes; not part of `make test`): docs/performance.md.
+# Benchmarks on the real stack (about 20 minutes; not part of `make test`): docs/performance.md, docs/scaling.md.
 # Options through BENCH_ARGS, e.g. make bench BENCH_ARGS="--parts critical --reps 5".
 bench: dev services
 	$(PY) -m bench.run $(BENCH_ARGS)

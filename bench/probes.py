@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
@@ -125,3 +126,85 @@ class LockSampler:
                 self.result.samples += 1
                 self.result.busy += row[0]
                 self.result.waiting_research_row += row[1]
+
+
+class ConnectionSampler:
+    """Samples how many PostgreSQL connections the bench database has (pg_stat_activity, this sampler's own
+    excluded) every `interval` seconds: peak and mean."""
+
+    def __init__(self, database_url: str, database_name: str, interval: float = 0.25) -> None:
+        self.database_url, self.database_name, self.interval = database_url, database_name, interval
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-connection-sampler", daemon=True)
+
+    @property
+    def peak(self) -> int:
+        return max(self.samples, default=0)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.samples) / len(self.samples) if self.samples else 0.0
+
+    def __enter__(self) -> ConnectionSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            while True:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [self.database_name],
+                ).fetchone()
+                self.samples.append(int(row[0]) if row else 0)
+                if self._stop.wait(self.interval):
+                    return
+
+
+def redis_commands_processed(url: str) -> int:
+    """The Redis server's `total_commands_processed`: every client of the server, every db (the bench's Redis
+    is shared with other runs, so a difference of two readings is an upper bound of the bench's commands)."""
+    import redis
+
+    return int(redis.Redis.from_url(url).info("stats")["total_commands_processed"])
+
+
+class RunMeter:
+    """Everything metered around one run: CPU by process (CpuMeter), commits and sessions, the SQL statements and
+    Redis commands the workers and this runner sent (bench/instrument.py), and the Redis server's commands.
+
+    `used` after the `with`: workers, runner, postgres (CPU seconds), commits, sessions, sql, redis (the workers'
+    commands), runner_redis (this process: starts and the websocket watcher), redis_server (all clients)."""
+
+    def __init__(self, stack: Any, worker_pids: list[int]) -> None:
+        self.stack, self.worker_pids = stack, worker_pids
+        self.cpu = CpuMeter({"workers": worker_pids, "runner": [os.getpid()]}, stack.database_url, stack.database_name)
+        self.used: dict[str, float] = {}
+        self.sql_kinds: dict[str, int] = {}
+
+    def _counts(self) -> tuple[dict[str, Any], dict[str, Any], int]:
+        from bench import instrument
+
+        folder = self.stack.counts_dir
+        workers = instrument.snapshot(folder, self.worker_pids)
+        return workers, instrument.read(folder, [os.getpid()]), redis_commands_processed(self.stack.redis_url)
+
+    def __enter__(self) -> RunMeter:
+        self._before = self._counts()
+        self.cpu.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.used = dict(self.cpu.stop())
+        workers, runner, server = self._counts()
+        self.used["sql"] = workers["sql"] - self._before[0]["sql"]
+        self.used["redis"] = workers["redis"] - self._before[0]["redis"]
+        self.used["runner_redis"] = runner["redis"] - self._before[1]["redis"]
+        self.used["redis_server"] = server - self._before[2]
+        # Statements and commands by kind ("UPDATE research_website", "redis BRPOP"), most frequent first.
+        self.sql_kinds = dict((workers["kinds"] - self._before[0]["kinds"]).most_common())

@@ -9,9 +9,11 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,8 +26,9 @@ import psycopg
 import redis
 
 from bench.latency import DelayedWeb, Latencies, apply
+from devtools.processes import ARTIFACTS, celery_command, spawn, stop
 from devtools.runs import claim_redis_db
-from devtools.servers import WorkerPool, process_env
+from devtools.servers import WorkerPool, log_level, process_env
 from tests.fakes import FakeLLM, FakeSearx
 from tests.fakes.behaviours import ResearchModel
 
@@ -104,7 +107,10 @@ class Stack:
         self.database_url = _with_database(self.base_database_url, self.database_name)
         self.redis_url = ""
         self.fakes = Fakes()
+        # Where every process of the stack writes its SQL statement and Redis command counts (bench/instrument.py).
+        self.counts_dir = Path(tempfile.mkdtemp(prefix=f"bench-counts-{self.run_id}-"))
         self._pools: list[WorkerPool] = []
+        self._beats: list[subprocess.Popen[bytes]] = []
         self._database_created = False
         self._closed = False
 
@@ -142,6 +148,8 @@ class Stack:
                 "CSRF_COOKIE_SECURE": "false",
                 **WORKER_ENV,
                 **self.fakes.env(),
+                "CELERY_IMPORTS": "bench.instrument",
+                "BENCH_COUNTS_DIR": str(self.counts_dir),
             }
         )
         subprocess.run(
@@ -159,6 +167,8 @@ class Stack:
         for pool in self._pools:
             pool.stop()
         self._pools = []
+        stop(*self._beats, timeout=10)
+        self._beats = []
         try:
             from django.db import connections
 
@@ -171,6 +181,7 @@ class Stack:
         if self.redis_url:
             redis.Redis.from_url(self.redis_url).flushdb()
         self.fakes.stop()
+        shutil.rmtree(self.counts_dir, ignore_errors=True)
 
     # --- workers ---
 
@@ -188,6 +199,21 @@ class Stack:
         finally:
             pool.stop()
             self._pools.remove(pool)
+
+    @contextmanager
+    def beat(self, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+        """`celery beat`, which sends the sweeper task every SWEEP_INTERVAL seconds (as a deployment runs it),
+        stopped on exit; `env` is added to its environment."""
+        env = process_env(env or {})
+        with tempfile.TemporaryDirectory(prefix="bench-beat-") as folder:
+            command = celery_command(sys.executable, "beat", log_level(env), "-s", str(Path(folder) / "schedule"))
+            process = spawn(command, ARTIFACTS / "beat-bench.log", env)
+            self._beats.append(process)
+            try:
+                yield process
+            finally:
+                stop(process, timeout=10)
+                self._beats.remove(process)
 
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis_url)

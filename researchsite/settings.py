@@ -180,6 +180,9 @@ CELERY_TASK_ROUTES = {
 # Celery's Django fixup closes the DB connection around every task unless told to reuse it (measured: 7.2 ms vs
 # 1.5 ms per DB-writing task). It reads this from the app's configuration, not from the environment.
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000, minimum=0)
+# Extra modules every worker imports at start, comma-separated (instrumentation: the benchmark's statement and
+# Redis command counters, bench/instrument.py). Empty in production.
+CELERY_IMPORTS = env_list("CELERY_IMPORTS")
 
 # Seconds over which one process gathers a research's events into one websocket push (coalesced pushes).
 PUSH_INTERVAL = env_float("PUSH_INTERVAL", 1.0, minimum=0.0)
