@@ -231,7 +231,8 @@ class Bench:
                         "(4,3) pushed to one websocket client / final snapshot",
                         f"{sent / final:.2f}×",
                         f"{sent / 1e6:.2f} MB in {median([m.watched.messages for m in measured]):.0f} messages; "
-                        f"final snapshot {final / 1e3:.0f} KB (len(json.dumps(build_snapshot(id))))",
+                        f"final snapshot {final / 1e3:.0f} KB (len(json.dumps(build_snapshot(id)))); the state "
+                        f"built from the pushes equals it: {all(m.watched.matches for m in measured)}",
                         "≤ 3×",
                         sent <= 3 * final,
                         median([m.load for m in measured]),
@@ -254,7 +255,12 @@ class Bench:
                         f"{median([w.messages for w in watched]):.0f} messages carrying "
                         f"{median([w.events for w in watched]):.0f} events; every event once and in order: "
                         f"{all(m.watched.in_order and m.watched.events == m.run.events for m in big)}; final "
-                        f"snapshot {median([m.snapshot_bytes for m in big]) / 1e3:.0f} KB",
+                        f"snapshot {median([m.snapshot_bytes for m in big]) / 1e3:.0f} KB, and the state built "
+                        f"from the pushes equals it: {all(m.watched.matches for m in big)}; by part (KB): "
+                        + ", ".join(
+                            f"{part} {median([w.by_part.get(part, 0) for w in watched]) / 1e3:.0f}"
+                            for part in sorted(watched[0].by_part, key=lambda p: -watched[0].by_part[p])[:6]
+                        ),
                         "≤ 3 MB",
                         sent <= 3e6,
                         median([m.load for m in big]),
@@ -607,11 +613,12 @@ class Bench:
         self.sections.append(section)
 
     def snapshots(self, owner: Any) -> None:
-        from bench.snapshots import build_tree, measure_snapshot
+        from bench.snapshots import build_tree, measure_delta, measure_snapshot
 
-        section = Section("Snapshots (research/snapshot.py build_snapshot)")
+        section = Section("Snapshots and deltas (research/snapshot.py build_snapshot, research/delta.py read_push)")
         small = measure_snapshot("built (2,2) × 7", build_tree(owner, 2, 2))
-        big = measure_snapshot("built (5,5) × 7", build_tree(owner, 5, 5))
+        big_id = build_tree(owner, 5, 5)
+        big = measure_snapshot("built (5,5) × 7", big_id)
         figures = [small, big]
         if self.real_5x5:
             figures.append(measure_snapshot("engine's (5,5) research", self.real_5x5))
@@ -627,6 +634,22 @@ class Bench:
             )
             section.rows.append(self.target("snapshots", row) if at_size else row)
             self.record("snapshot", {**asdict(fig), "load": load()})
+        delta = measure_delta("delta of one event at 110 × 7", big_id)
+        section.rows.append(
+            self.target(
+                "snapshots",
+                Row(
+                    delta.label,
+                    f"{delta.build_ms:.1f} ms",
+                    f"the push's events and delta read as the pusher does (research/delta.py read_push): one "
+                    f"website analysed; {delta.json_bytes / 1000:.1f} KB JSON, {delta.sql_queries} SQL queries",
+                    "≤ 5 ms",
+                    delta.build_ms <= 5,
+                    load(),
+                ),
+            )
+        )
+        self.record("delta", {**asdict(delta), "load": load()})
         self.sections.append(section)
 
     def resilience(self, stack: Any, owner: Any) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Subquery
 
 from research.models import (
     Document,
@@ -115,7 +115,9 @@ def build_delta(research_id: Any, since: Since | None) -> dict[str, Any]:
     """What changed in the research after `since`'s view; every row when `since` is None or has no view.
 
     The research and the progress counts are always whole (both small); a collection with a changed row comes
-    with the changed rows and the order of all its keys, which also says which rows are gone."""
+    with the changed rows and the order of all its keys, which also says which rows are gone. One query finds
+    the changed rows of every table; the rest load only those, so a push of one event costs a few queries
+    whatever the size of the tree."""
     research = Research.objects.get(pk=research_id)
     xmin = since.xmin if since is not None and connection.vendor == "postgresql" else None
     delta: dict[str, Any] = {
@@ -124,93 +126,72 @@ def build_delta(research_id: Any, since: Since | None) -> dict[str, Any]:
         "base": since.seq if xmin is not None else 0,
         "research": research_state(research),
     }
-    changed = _Changed(xmin)
+    changed = _changed_rows(research.pk, xmin)
 
-    questions = changed.rows(FollowUpQuestion.objects.filter(research_id=research.pk))
-    if questions.exists():
+    if changed["questions"]:
         delta["questions"] = list(
             FollowUpQuestion.objects.filter(research_id=research.pk)
             .order_by("position")
             .values("position", "question", "answer")
         )
-
     query_rows = list(
         SerpQuery.objects.filter(research_id=research.pk).order_by(*_QUERY_ORDER).values(*_PROGRESS_FIELDS)
     )
-    changed_queries = list(
-        changed.rows(SerpQuery.objects.filter(research_id=research.pk))
-        .order_by(*_QUERY_ORDER)
-        .values(*QUERY_FIELDS, "learnings")
-    )
-    if changed_queries:
+    if changed["queries"]:
+        rows = SerpQuery.objects.filter(pk__in=changed["queries"]).order_by(*_QUERY_ORDER)
         delta["queries"] = {
             "order": [row["id"] for row in query_rows],
-            "rows": [query_state(r) for r in changed_queries],
+            "rows": [query_state(row) for row in rows.values(*QUERY_FIELDS, "learnings")],
         }
-
-    websites = _changed_websites(research.pk, changed)
-    if websites:
-        delta["websites"] = websites
-
-    memory = _changed_memory(research.pk, changed)
-    if memory:
-        delta["memory"] = memory
-
-    if changed.rows(Document.objects.filter(research_id=research.pk)).exists():
+    if changed["websites"]:
+        delta["websites"] = _websites(changed["websites"])
+    if changed["memory"]:
+        delta["memory"] = _memory(research.pk, changed["memory"])
+    if changed["documents"]:
         delta.update(documents(research.pk))
-
-    sections = ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
-    delta["report_sections"] = {
-        "order": list(sections.order_by("position").values_list("position", flat=True)),
-        "rows": list(changed.rows(sections).order_by("position").values(*SECTION_FIELDS)),
-    }
-
-    statuses = Counter(
-        {
-            row["status"]: row["count"]
-            for row in Website.objects.filter(research_id=research.pk).values("status").annotate(count=Count("id"))
-        }
-    )
-    extract_count = Extract.objects.filter(research_id=research.pk).count()
+    delta["report_sections"] = _sections(research, set(changed["sections"]))
+    statuses, extract_count = _counts(research.pk)
     delta["progress"] = progress(research, query_rows, statuses, extract_count)
     return delta
 
 
-class _Changed:
-    """Filters a queryset to the rows written by transactions at or after `xmin` (every row when None)."""
-
-    # Transaction ids in a row's xmin are 32 bits and wrap around: compare them with the view's, modulo 2**32, as
-    # PostgreSQL does (a row is newer when it is less than 2**31 ahead).
-    CONDITION = "(({table}.xmin::text::bigint - %s) & 4294967295) < 2147483648"
-
-    def __init__(self, xmin: int | None) -> None:
-        self.low = None if xmin is None else xmin % 2**32
-
-    def rows(self, queryset: QuerySet) -> QuerySet:
-        if self.low is None:
-            return queryset
-        table = connection.ops.quote_name(queryset.model._meta.db_table)
-        return queryset.extra(where=[self.CONDITION.format(table=table)], params=[self.low])
-
-    def sql(self, table: str) -> tuple[str, list[int]]:
-        """The condition for a raw subquery on `table`; always true when every row counts."""
-        if self.low is None:
-            return "TRUE", []
-        return self.CONDITION.format(table=connection.ops.quote_name(table)), [self.low]
+# Transaction ids in a row's xmin are 32 bits and wrap around: compare them with the view's, modulo 2**32, as
+# PostgreSQL does (a row is newer when it is less than 2**31 ahead).
+_NEWER = "((xmin::text::bigint - %s) & 4294967295) < 2147483648"
+# Which rows of a research each kind of change names (an extract written names its website).
+_PROBES = {
+    "questions": (FollowUpQuestion, "id"),
+    "queries": (SerpQuery, "id"),
+    "websites": (Website, "id"),
+    "extracts": (Extract, "website_id"),
+    "memory": (MemoryItem, "id"),
+    "documents": (Document, "id"),
+    "sections": (ReportSection, "id"),
+}
 
 
-def _changed_websites(research_id: Any, changed: _Changed) -> list[dict[str, Any]]:
-    """For each query with a changed website (its row, or one of its extracts): the query's website order and its
-    changed websites with all their extracts."""
-    extract_table = Extract._meta.db_table
-    condition, params = changed.sql(extract_table)
-    # A website changed with its row, or when an extract of it was written.
-    touched = changed.rows(Website.objects.filter(research_id=research_id)).values_list("id", flat=True)
-    with_new_extracts = Extract.objects.filter(research_id=research_id).extra(where=[condition], params=params)
-    website_ids = set(touched) | set(with_new_extracts.values_list("website_id", flat=True))
-    if not website_ids:
-        return []
-    rows = list(Website.objects.filter(pk__in=website_ids).order_by("query_id", "position").values(*WEBSITE_FIELDS))
+def _changed_rows(research_pk: Any, xmin: int | None) -> dict[str, list[int]]:
+    """The ids of the rows of each kind written after the view `xmin` (every row when None), in one query."""
+    condition, params = ("", []) if xmin is None else (f" AND {_NEWER}", [xmin % 2**32])
+    parts, values = [], []
+    for kind, (model, column) in _PROBES.items():
+        parts.append(f"SELECT '{kind}', {column} FROM {model._meta.db_table} WHERE research_id = %s{condition}")
+        values += [Research._meta.pk.get_db_prep_value(research_pk, connection), *params]
+    found: dict[str, list[int]] = {kind: [] for kind in _PROBES}
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), values)
+        for kind, pk in cursor.fetchall():
+            found[kind].append(pk)
+    found["websites"] = sorted({*found["websites"], *found.pop("extracts")})
+    return found
+
+
+def _websites(website_ids: list[int]) -> list[dict[str, Any]]:
+    """For each query with a changed website: the order of all its websites and the changed ones, whole with their
+    extracts."""
+    changed = set(website_ids)
+    query_ids = Website.objects.filter(pk__in=website_ids).values("query_id")
+    rows = Website.objects.filter(query_id__in=query_ids).order_by("query_id", "position").values(*WEBSITE_FIELDS)
     extracts: dict[int, list[dict[str, str]]] = defaultdict(list)
     for row in (
         Extract.objects.filter(website_id__in=website_ids)
@@ -218,36 +199,76 @@ def _changed_websites(research_id: Any, changed: _Changed) -> list[dict[str, Any
         .values("website_id", "fact", "quote")
     ):
         extracts[row["website_id"]].append({"fact": row["fact"], "quote": row["quote"]})
-    query_ids = {row["query_id"] for row in rows}
-    order: dict[int, list[int]] = defaultdict(list)
-    for query_id, website_id in (
-        Website.objects.filter(query_id__in=query_ids).order_by("query_id", "position").values_list("query_id", "id")
-    ):
-        order[query_id].append(website_id)
     groups: dict[int, dict[str, Any]] = {}
     for row in rows:
-        group = groups.setdefault(row["query_id"], {"query_id": row["query_id"], "order": order[row["query_id"]]})
-        group.setdefault("rows", []).append(website_state(row, extracts.get(row["id"], [])))
+        group = groups.setdefault(row["query_id"], {"query_id": row["query_id"], "order": [], "rows": []})
+        group["order"].append(row["id"])
+        if row["id"] in changed:
+            group["rows"].append(website_state(row, extracts.get(row["id"], [])))
     return list(groups.values())
 
 
-def _changed_memory(research_id: Any, changed: _Changed) -> dict[str, Any]:
+def _memory(research_pk: Any, item_ids: list[int]) -> dict[str, Any]:
     """For each memory section with a changed item (new, or closed): the order of its open items and the changed
     open ones."""
-    kinds = set(changed.rows(MemoryItem.objects.filter(research_id=research_id)).values_list("kind", flat=True))
-    if not kinds:
-        return {}
-    items = MemoryItem.objects.filter(research_id=research_id, closed=False, kind__in=kinds).order_by("id")
-    fresh = {row["id"] for row in changed.rows(items).values("id")}
+    changed = set(item_ids)
+    kinds = MemoryItem.objects.filter(pk__in=item_ids).values("kind")
     memory: dict[str, Any] = {}
-    for kind in kinds:
-        memory[MEMORY_SECTIONS[kind]] = {"order": [], "rows": []}
-    for row in items.values(*MEMORY_FIELDS):
-        section = memory[MEMORY_SECTIONS[row["kind"]]]
+    for row in (
+        MemoryItem.objects.filter(research_id=research_pk, closed=False, kind__in=kinds)
+        .order_by("id")
+        .values(*MEMORY_FIELDS)
+    ):
+        section = memory.setdefault(MEMORY_SECTIONS[row["kind"]], {"order": [], "rows": []})
         section["order"].append(row["id"])
-        if row["id"] in fresh:
+        if row["id"] in changed:
             section["rows"].append(memory_state(row))
+    for kind in set(MemoryItem.objects.filter(pk__in=item_ids).values_list("kind", flat=True)):
+        memory.setdefault(MEMORY_SECTIONS[kind], {"order": [], "rows": []})  # every item of it closed
     return memory
+
+
+def _sections(research: Research, changed: set[int]) -> dict[str, Any]:
+    """The current version's section positions, and the changed sections (only those with their text)."""
+    rows = (
+        ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
+        .order_by("position")
+        .values("id", *(field for field in SECTION_FIELDS if field != "markdown"))
+    )
+    rows = list(rows)
+    texts = (
+        dict(
+            ReportSection.objects.filter(pk__in=[row["id"] for row in rows if row["id"] in changed]).values_list(
+                "id", "markdown"
+            )
+        )
+        if changed
+        else {}
+    )
+    return {
+        "order": [row["position"] for row in rows],
+        "rows": [
+            {key: (texts[row["id"]] if key == "markdown" else row[key]) for key in SECTION_FIELDS}
+            for row in rows
+            if row["id"] in texts
+        ],
+    }
+
+
+def _counts(research_pk: Any) -> tuple[Counter[str], int]:
+    """The research's websites by status, and its extracts, in one query."""
+    statuses: Counter[str] = Counter()
+    extracts = Extract.objects.filter(research_id=research_pk).values("research_id").annotate(n=Count("id"))
+    rows = (
+        Website.objects.filter(research_id=research_pk)
+        .values("status")
+        .annotate(count=Count("id"), extracts=Subquery(extracts.values("n")))
+    )
+    extract_count = 0
+    for row in rows:
+        statuses[row["status"]] = row["count"]
+        extract_count = row["extracts"] or 0
+    return statuses, extract_count
 
 
 def apply_delta(state: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str, Any]:
