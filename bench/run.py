@@ -256,7 +256,8 @@ class Bench:
                         f"{median([w.events for w in watched]):.0f} events; every event once and in order: "
                         f"{all(m.watched.in_order and m.watched.events == m.run.events for m in big)}; final "
                         f"snapshot {median([m.snapshot_bytes for m in big]) / 1e3:.0f} KB, and the state built "
-                        f"from the pushes equals it: {all(m.watched.matches for m in big)}; by part (KB): "
+                        f"from the pushes equals it: {all(m.watched.matches for m in big)}; rows sent again "
+                        f"unchanged {median([w.resent for w in watched]) / 1e3:.0f} KB; by part (KB): "
                         + ", ".join(
                             f"{part} {median([w.by_part.get(part, 0) for w in watched]) / 1e3:.0f}"
                             for part in sorted(watched[0].by_part, key=lambda p: -watched[0].by_part[p])[:6]

@@ -208,6 +208,7 @@ class Watched:
     seqs: list[int] = field(default_factory=list)
     matches: bool | None = None
     by_part: dict[str, int] = field(default_factory=dict)  # bytes of the pushes by part: events, and each delta key
+    resent: int = 0  # bytes of rows sent again unchanged (see _unchanged_bytes)
 
     @property
     def in_order(self) -> bool:
@@ -312,8 +313,27 @@ class Watcher:
                 continue  # read before the history this client started from
             if delta["base"] > state["research"]["last_event_seq"]:
                 return None
+            self.result.resent += _unchanged_bytes(state, delta)
             try:
                 state = apply_delta(state, delta)
             except DeltaMismatch:
                 return None
         return state
+
+
+def _unchanged_bytes(state: dict[str, Any], delta: dict[str, Any]) -> int:
+    """Bytes of the rows a delta carries that the state already holds as they are (rows written just before the
+    previous push's view, or written again with the same values, such as a renewed lease)."""
+    from research.web.consumers import encode
+
+    held: dict[tuple[str, Any], Any] = {}
+    for query in state["queries"]:
+        held[("q", query["id"])] = {k: v for k, v in query.items() if k != "websites"}
+        for website in query["websites"]:
+            held[("w", website["id"])] = website
+    for section in state["report_sections"]:
+        held[("s", section["position"])] = section
+    rows = [("q", row["id"], row) for row in delta.get("queries", {}).get("rows", [])]
+    rows += [("w", row["id"], row) for group in delta.get("websites", []) for row in group["rows"]]
+    rows += [("s", row["position"], row) for row in delta["report_sections"]["rows"]]
+    return sum(len(encode(row).encode()) for kind, key, row in rows if held.get((kind, key)) == row)
