@@ -107,8 +107,7 @@ def read_push(
 
 def state_checksum(state: dict[str, Any]) -> str:
     """A digest of a snapshot (or a client's state) that is equal exactly when the two are equal as JSON."""
-    text = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(_encode(state)).hexdigest()
 
 
 def build_delta(research_id: Any, since: Since | None) -> dict[str, Any]:
@@ -269,6 +268,33 @@ def _counts(research_pk: Any) -> tuple[Counter[str], int]:
         statuses[row["status"]] = row["count"]
         extract_count = row["extracts"] or 0
     return statuses, extract_count
+
+
+def row_digests(delta: dict[str, Any]) -> dict[str, str]:
+    """A short digest of each row the delta carries, by a key naming the row ("w:<id>" for a website, ...)."""
+    rows = [(f"q:{row['id']}", row) for row in delta.get("queries", {}).get("rows", [])]
+    rows += [(f"w:{row['id']}", row) for group in delta.get("websites", []) for row in group["rows"]]
+    rows += [(f"m:{row['id']}", row) for section in delta.get("memory", {}).values() for row in section["rows"]]
+    rows += [(f"s:{row['position']}", row) for row in delta["report_sections"]["rows"]]
+    return {key: hashlib.blake2b(_encode(row), digest_size=12).hexdigest() for key, row in rows}
+
+
+def drop_rows(delta: dict[str, Any], keys: set[str]) -> None:
+    """Take the rows named by `keys` out of the delta (the orders stay whole)."""
+    if not keys:
+        return
+    if "queries" in delta:
+        delta["queries"]["rows"] = [r for r in delta["queries"]["rows"] if f"q:{r['id']}" not in keys]
+    for group in delta.get("websites", []):
+        group["rows"] = [r for r in group["rows"] if f"w:{r['id']}" not in keys]
+    for section in delta.get("memory", {}).values():
+        section["rows"] = [r for r in section["rows"] if f"m:{r['id']}" not in keys]
+    sections = delta["report_sections"]
+    sections["rows"] = [r for r in sections["rows"] if f"s:{r['position']}" not in keys]
+
+
+def _encode(row: dict[str, Any]) -> bytes:
+    return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def apply_delta(state: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 
-from research.delta import Since, read_push
+from research.delta import Since, drop_rows, read_push, row_digests
 from research.models import Research
 
 log = logging.getLogger(__name__)
@@ -125,8 +125,13 @@ class PushState:
     def pushed(self, research_id: str) -> Pushed | None:
         raise NotImplementedError
 
-    def set_pushed(self, research_id: str, pushed: Pushed) -> None:
+    def set_pushed(self, research_id: str, pushed: Pushed, digests: dict[str, str], whole: bool) -> None:
+        """Record the push, and the digests of the rows it carried (`whole`: of every row, replacing the rest)."""
         raise NotImplementedError
+
+    def sent_digests(self, research_id: str, keys: list[str]) -> dict[str, str]:
+        """The digests of these rows as the pushes last carried them (unknown ones left out)."""
+        return {}
 
 
 class RedisPushState(PushState):
@@ -154,12 +159,22 @@ class RedisPushState(PushState):
             return Pushed(int(seq), Since())
         return Pushed(int(seq), Since(int(state_seq), int(xmin)))
 
-    def set_pushed(self, research_id: str, pushed: Pushed) -> None:
+    def set_pushed(self, research_id: str, pushed: Pushed, digests: dict[str, str], whole: bool) -> None:
         xmin = "" if pushed.state.xmin is None else pushed.state.xmin
-        with self.client.pipeline() as both:  # MULTI/EXEC: a reader sees both or neither
-            both.set(f"push-seq:{research_id}", pushed.seq, ex=PUSH_RECORD_SECONDS)
-            both.set(f"push-state:{research_id}", f"{pushed.state.seq}:{xmin}", ex=PUSH_RECORD_SECONDS)
-            both.execute()
+        rows = f"push-rows:{research_id}"
+        with self.client.pipeline() as record:  # MULTI/EXEC: a reader sees all of it or none
+            record.set(f"push-seq:{research_id}", pushed.seq, ex=PUSH_RECORD_SECONDS)
+            record.set(f"push-state:{research_id}", f"{pushed.state.seq}:{xmin}", ex=PUSH_RECORD_SECONDS)
+            if whole:
+                record.delete(rows)
+            if digests:
+                record.hset(rows, mapping=digests)
+                record.expire(rows, PUSH_RECORD_SECONDS)
+            record.execute()
+
+    def sent_digests(self, research_id: str, keys: list[str]) -> dict[str, str]:
+        values = self.client.hmget(f"push-rows:{research_id}", keys)
+        return {key: value.decode() for key, value in zip(keys, values, strict=True) if value is not None}
 
 
 class LocalPushState(PushState):
@@ -185,7 +200,8 @@ class LocalPushState(PushState):
     def pushed(self, research_id: str) -> Pushed | None:
         return self.seqs.get(research_id)
 
-    def set_pushed(self, research_id: str, pushed: Pushed) -> None:
+    def set_pushed(self, research_id: str, pushed: Pushed, digests: dict[str, str], whole: bool) -> None:
+        # No record of the rows sent: another process may have pushed them, so every changed row goes out.
         self.seqs[research_id] = pushed
 
 
@@ -214,6 +230,14 @@ def flush(research_id: str, state: PushState) -> bool:
             return True
         if not events:
             return True
+        # A row can come again unchanged (written just before the last push's view, or written with the same
+        # values, as a renewed lease is): rows whose digest is the one last pushed are left out. A client that
+        # missed that push sees the gap in the events and gets the whole state.
+        digests = row_digests(delta)
+        whole = delta["base"] == 0
+        if digests and not whole:
+            sent = state.sent_digests(research_id, list(digests))
+            drop_rows(delta, {key for key, digest in digests.items() if sent.get(key) == digest})
         message = {"type": "research.update", "events": events, "delta": delta}
         if checksum is not None:
             message["checksum"] = checksum
@@ -222,7 +246,7 @@ def flush(research_id: str, state: PushState) -> bool:
         summary = {key: delta["research"][key] for key in ("id", "title", "status", "created_at", "finished_at")}
         send(user_group(research["owner_id"]), {"type": "sidebar.update", "research": summary})
         state_seq = delta["research"]["last_event_seq"]
-        state.set_pushed(research_id, Pushed(events[-1]["seq"], Since(state_seq, xmin)))
+        state.set_pushed(research_id, Pushed(events[-1]["seq"], Since(state_seq, xmin)), digests, whole)
         if events[-1]["seq"] < state_seq:
             _pusher.mark(research_id)  # more than one message's worth: the rest next round
         return True

@@ -13,15 +13,18 @@ from typing import Any
 
 import pytest
 import redis
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from research.delta import DeltaMismatch, apply_delta, build_delta, consistent_view, state_checksum
+from research.delta import DeltaMismatch, Since, apply_delta, build_delta, consistent_view, state_checksum
 from research.models import (
     Document,
+    Event,
     Extract,
     FollowUpQuestion,
     MemoryItem,
@@ -33,6 +36,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.push import Pushed, RedisPushState, flush, research_group
 from research.snapshot import build_snapshot
 from researchsite.asgi import application
 from tests.support.deltas import Watcher, touched
@@ -202,3 +206,36 @@ def test_replayed_pushes_of_a_real_research_equal_the_snapshot_after_every_push(
 
 def _pushed_seq(research_id: str) -> int:
     return int(redis.Redis.from_url(settings.REDIS_URL).get(f"push-seq:{research_id}") or 0)
+
+
+def test_rows_a_push_would_send_again_unchanged_are_left_out(user) -> None:
+    # given a research whose first push carried every row, listened to on its channel group
+    research = running_research(user, 2, 1)
+    query = SerpQuery.objects.create(research=research, depth=1, position=0, query="q", objective="o")
+    websites = [
+        Website.objects.create(research=research, query=query, position=i, url=f"https://example.com/{i}")
+        for i in range(2)
+    ]
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(research_group(research.pk), channel)
+    state = RedisPushState()
+
+    def push_one_event(seq: int) -> dict[str, Any]:
+        # events written as a worker's transaction would, without the in-process pusher being told of them
+        Research.objects.filter(pk=research.pk).update(last_event_seq=seq)
+        Event.objects.create(research=research, seq=seq, type="scraping_a_website", data={})
+        assert flush(str(research.pk), state)
+        return async_to_sync(layer.receive)(channel)
+
+    first = push_one_event(1)
+    assert first["delta"]["base"] == 0
+    # when one website changes, and the next delta reads from a view so old that every row comes again
+    Website.objects.filter(pk=websites[1].pk).update(status=WebsiteStatus.SCRAPING)
+    pushed = state.pushed(str(research.pk))
+    state.set_pushed(str(research.pk), Pushed(pushed.seq, Since(pushed.state.seq, 3)), {}, whole=False)
+    second = push_one_event(2)
+    # then only that website is carried, and the state still adds up
+    assert touched(second["delta"])["websites"] == [websites[1].pk] and touched(second["delta"])["queries"] == []
+    after = apply_delta(apply_delta(None, first["delta"]), second["delta"])
+    assert state_checksum(after) == second["checksum"]
