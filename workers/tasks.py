@@ -184,13 +184,17 @@ def replace_broken_connection(**kwargs: Any) -> None:
     """Celery keeps a thread's connection across tasks (CELERY_DB_REUSE_MAX) and would hand one that broke (a
     database restart) to every later task of the thread: one that saw an error is replaced before the next task."""
     close_old_connections()
+    heartbeat.step_started()
 
 
 @task_postrun.connect
 def release_step(task_id: str | None = None, **kwargs: Any) -> None:
     reserved = _reserved.pop(task_id or "", None)
+    took_up = heartbeat.step_took_up()
     if reserved is not None:
         heartbeat.release(*reserved)
+        if took_up:
+            return  # the step's claim replaced the reservation: there is nothing to hand back
         try:
             heartbeat.unreserve(*reserved, task_id or "")
         except DatabaseError:

@@ -2,6 +2,7 @@
 
 import logging
 
+from django.db import transaction
 from django.utils import timezone
 
 from research.events import record_event
@@ -9,7 +10,7 @@ from research.models import EventType, Extract, Website, WebsiteStatus
 from research.text.quotes import PageText
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
-from workers.pipeline import progress
+from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
@@ -32,6 +33,7 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
             claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
         ):
             return  # another delivery of this analysis is under way
+        transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
         # Recorded as the analysis begins (a worker has taken it up), not when it was queued.
         record_event(website.research_id, EventType.ANALYZING, {"website_id": website_id, "url": website.url})
     text = website.page.text

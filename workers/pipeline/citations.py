@@ -54,10 +54,18 @@ class _Renderer:
     stats: Stats = field(default_factory=Stats)
     numbers: dict[int, int] = field(default_factory=dict)  # writer's number → number in the report
     quotes_used: dict[int, list[str]] = field(default_factory=dict)
+    # The analysed URLs and their link targets, by the number of sources they were computed for: sources only grow
+    # (the memory section adds some), and computing them for every sentence was a large part of rendering.
+    _analysed: tuple[int, set[str]] = (-1, set())
+
+    def analysed(self) -> set[str]:
+        if self._analysed[0] != len(self.sources):
+            urls = [source.url for source in self.sources.values()]
+            self._analysed = (len(self.sources), {*urls, *pages_by_link(urls)})
+        return self._analysed[1]
 
     def clean_text(self, text: str) -> str:
-        urls = [source.url for source in self.sources.values()]
-        analysed = {*urls, *pages_by_link(urls)}
+        analysed = self.analysed()
 
         def unlink(match: re.Match[str]) -> str:
             if match.group(2) not in analysed:

@@ -39,7 +39,7 @@ from workers.agents.common import distinct
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.evaluator import BranchEvaluation, Learning
 from workers.clients.llm import charged_to
-from workers.pipeline import memory, progress
+from workers.pipeline import heartbeat, memory, progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
@@ -67,6 +67,7 @@ def review_query(query_id: int, task_id: str | None = None) -> None:
         claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
     ):
         return  # another delivery is reviewing it
+    heartbeat.took_up()  # the claim replaced the task's reservation
     with holding(SerpQuery, query_id):
         _review(research, query, research.engine)
 

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
@@ -18,7 +19,7 @@ from research.models import EventType, Page, PageStatus, Website, WebsiteStatus
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.ratelimit import host_slot
 from workers.errors import TransientError
-from workers.pipeline import progress
+from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import worker_name
@@ -64,6 +65,7 @@ def _claim_page(website: Website) -> Page | None:
             status=WebsiteStatus.SCRAPING, page=page, claimed_at=timezone.now(), claimed_by=worker_name()
         ):
             return None
+        transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
         reused = {"website_id": website.pk, "url": website.url, "reused": True}
         if page.status == PageStatus.FETCHED:
             record_event(research_id, EventType.SCRAPING, reused)
