@@ -13,6 +13,7 @@ from research.events import record_event
 from research.lifecycle import fail_research
 from research.models import EventType, Research, ResearchStatus
 from research.planning import total_queries
+from research.usage import BudgetState
 
 log = logging.getLogger(__name__)
 
@@ -62,3 +63,18 @@ def running_research(research_id: Any) -> Research | None:
         budgets.check(research.pk)
         return None
     return research
+
+
+# What a step reads of its research, joined to its own row, to decide whether it may start (`may_start`).
+RESEARCH_STATE = tuple(f"research__{name}" for name in BudgetState._fields)
+
+
+def may_start(research_id: Any, state: BudgetState) -> bool:
+    """`running_research` for a step that read its research's budget columns with its own row in one query
+    (`RESEARCH_STATE`): no second read, and no model instance."""
+    if state.status != ResearchStatus.RUNNING or state.stop_reason:
+        return False
+    if budgets.reached(state) is not None:
+        budgets.check(research_id)
+        return False
+    return True

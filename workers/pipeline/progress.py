@@ -90,7 +90,15 @@ def website_failed(website_id: int, reason: str, error: str, from_statuses: list
 
 def website_finished(query_id: int) -> None:
     """A website of the query was analysed or failed: the last one sends the query to its review."""
-    remaining = _decrement(SerpQuery, "pending_websites", query_id)
+    website_settled(query_id, decrement_pending_websites(query_id))
+
+
+def decrement_pending_websites(query_id: int) -> int | None:
+    return _decrement(SerpQuery, "pending_websites", query_id)
+
+
+def website_settled(query_id: int, remaining: int | None) -> None:
+    """The query's `pending_websites` was decremented to `remaining`: at 0 the query goes to its review."""
     if remaining == 0:
         query_to_review(query_id, from_statuses=[QueryStatus.SCRAPING])
 
