@@ -6,6 +6,8 @@ completes the set queues the assembly, which renders the whole report with the s
 """
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -164,7 +166,8 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
     with holding(ReportSection, section_id):
         section = ReportSection.objects.select_related("research").get(pk=section_id)
         research = section.research
-        sources, page_texts = collect_sources(research.pk, budgets.report_prompt_tokens(research))
+        run = (research.pk, section.version, research.started_at)
+        sources, page_texts = collect_sources(research.pk, budgets.report_prompt_tokens(research), cache_key=run)
         wanted = {n for n in section.plan.get("sources", []) if isinstance(n, int)}
         # The section sees the sources the outline gave it, numbered as in the whole report.
         given = [source for source in sources if source.number in wanted] or sources
@@ -349,14 +352,40 @@ class PageTexts(Mapping[str, PageText]):
         return len(self._urls)
 
 
-def collect_sources(research_id: Any, max_tokens: int) -> tuple[list[SourceNote], PageTexts]:
-    """One numbered source per analysed page with extracts, trimmed to `max_tokens`; their page texts, loaded
-    as they are needed."""
-    rows = (
+# The extract rows of the reports being written, by (research, report version, run start). Every section needs all of
+# them, to number its sources as the whole report does, and a (5,5) report has hundreds of sections; the tree does
+# not change while its report is written (every query is counted off; a retried branch starts a new run). The
+# assembly reads them afresh.
+_SOURCE_ROWS: OrderedDict[tuple[Any, ...], list[tuple[str, str, str, str]]] = OrderedDict()
+_SOURCE_ROWS_KEPT = 4
+_source_rows_lock = threading.Lock()
+
+
+def _source_rows(research_id: Any, cache_key: tuple[Any, ...] | None) -> list[tuple[str, str, str, str]]:
+    if cache_key is not None:
+        with _source_rows_lock:
+            rows = _SOURCE_ROWS.get(cache_key)
+        if rows is not None:
+            return rows
+    rows = list(
         Extract.objects.filter(research_id=research_id)
         .order_by("website__query__depth", "website__query_id", "website__position", "position")
         .values_list("website__url", "website__title", "fact", "quote")
     )
+    if cache_key is not None:
+        with _source_rows_lock:
+            _SOURCE_ROWS[cache_key] = rows
+            while len(_SOURCE_ROWS) > _SOURCE_ROWS_KEPT:
+                _SOURCE_ROWS.popitem(last=False)
+    return rows
+
+
+def collect_sources(
+    research_id: Any, max_tokens: int, cache_key: tuple[Any, ...] | None = None
+) -> tuple[list[SourceNote], PageTexts]:
+    """One numbered source per analysed page with extracts, trimmed to `max_tokens`; their page texts, loaded
+    as they are needed. A section passes `cache_key` (see _SOURCE_ROWS)."""
+    rows = _source_rows(research_id, cache_key)
     by_url: dict[str, SourceNote] = {}
     for url, title, fact, quote in rows:
         note = by_url.get(url)

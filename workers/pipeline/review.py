@@ -85,7 +85,7 @@ def review_failed(query_id: int, error: BaseException) -> None:
 def _review(research: Research, query: SerpQuery, engine: str, remember: bool = True) -> None:
     if remember:
         try:
-            memory.remember(query.pk)
+            memory.remember(query.pk, research, query.objective)
         except Exception:
             # The memory serves later planning and the report; the branch's own result stands without it.
             log.exception("memory update of query %s failed", query.pk)
