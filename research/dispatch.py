@@ -82,12 +82,20 @@ def queue_each_on_commit(task_name: str, ids: Iterable[Any], research_id: Any) -
     """One step per id of the research's tree, published once the current transaction commits, at the priority
     the research's backlog gives."""
     ids = list(ids)
-    if ids:
+    if not ids:
+        return
+    if transaction.get_connection().in_atomic_block:
+        # Counted in the transaction that hands the steps on (its own steps are waiting in it already): one
+        # statement more there, instead of a statement and a commit of its own after it.
+        priority = step_priority(waiting_steps(research_id))
+        transaction.on_commit(lambda: _publish_each(task_name, ids, research_id, priority), robust=True)
+    else:
         transaction.on_commit(lambda: _publish_each(task_name, ids, research_id), robust=True)
 
 
-def _publish_each(task_name: str, ids: list[Any], research_id: Any) -> None:
-    priority = step_priority(waiting_steps(research_id))
+def _publish_each(task_name: str, ids: list[Any], research_id: Any, priority: int | None = None) -> None:
+    if priority is None:
+        priority = step_priority(waiting_steps(research_id))
     for row_id in ids:
         queue(task_name, row_id, priority=priority)
 

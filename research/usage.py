@@ -51,7 +51,16 @@ class BudgetState(NamedTuple):
 
 
 def budget_state(research_id: Any) -> BudgetState | None:
-    row = Research.objects.filter(pk=research_id).values_list(*BudgetState._fields).first()
+    if connection.vendor == "postgresql":
+        # Read before every model request: raw, the columns come back as the ORM would convert them.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {', '.join(BudgetState._fields)} FROM {Research._meta.db_table} WHERE id = %s",
+                [Research._meta.pk.get_db_prep_value(research_id, connection)],
+            )
+            row = cursor.fetchone()
+    else:
+        row = Research.objects.filter(pk=research_id).values_list(*BudgetState._fields).first()
     return BudgetState(*row) if row is not None else None
 
 

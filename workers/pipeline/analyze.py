@@ -49,14 +49,12 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
         return
     owner = claim_owner(task_id)
     with tree_transaction(research_id):
-        if not Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING).update(
-            claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
-        ):
+        text = _claim(website_id, page_id, owner)
+        if text is None:
             return  # another delivery of this analysis is under way
         transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
         # Recorded as the analysis begins (a worker has taken it up), not when it was queued.
         record_event(research_id, EventType.ANALYZING, {"website_id": website_id, "url": url})
-    text = Page.objects.filter(pk=page_id).values_list("text", flat=True).first() or ""
     research_engine = engine_for(engine)
     with holding(Website, website_id), charged_to(research_id):
         findings, _, _ = research_engine.analyze(objective, query, url, title, text)
@@ -77,6 +75,27 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
             {"website_id": website_id, "url": url, "facts": len(kept), "quotes_dropped": dropped},
         )
         progress.website_settled(query_id, remaining)
+
+
+def _claim(website_id: int, page_id: int, owner: str) -> str | None:
+    """Lease the analysing website for this task; its page's text if the claim holds, else None."""
+    claim = Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING)
+    changes = {"claimed_at": timezone.now(), "claimed_by": (owner + worker_name())[:200]}
+    if connection.vendor != "postgresql":
+        if not claim.update(**changes):
+            return None
+        return Page.objects.filter(pk=page_id).values_list("text", flat=True).first() or ""
+    # The claim returns the page text: no statement (and no commit) of its own to read it.
+    where, params = claim.query.get_compiler(connection=connection).compile(claim.query.where)
+    table = Website._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET claimed_at = %s, claimed_by = %s WHERE {where} "
+            f"RETURNING (SELECT text FROM {Page._meta.db_table} WHERE id = {table}.page_id)",
+            [changes["claimed_at"], changes["claimed_by"], *params],
+        )
+        row = cursor.fetchone()
+    return None if row is None else row[0] or ""
 
 
 def _store_analysis(research_id: Any, website_id: int, query_id: int, facts: list[tuple[str, str]]) -> int | None:

@@ -352,40 +352,32 @@ class PageTexts(Mapping[str, PageText]):
         return len(self._urls)
 
 
-# The extract rows of the reports being written, by (research, report version, run start). Every section needs all of
-# them, to number its sources as the whole report does, and a (5,5) report has hundreds of sections; the tree does
-# not change while its report is written (every query is counted off; a retried branch starts a new run). The
-# assembly reads them afresh.
-_SOURCE_ROWS: OrderedDict[tuple[Any, ...], list[tuple[str, str, str, str]]] = OrderedDict()
-_SOURCE_ROWS_KEPT = 4
-_source_rows_lock = threading.Lock()
-
-
-def _source_rows(research_id: Any, cache_key: tuple[Any, ...] | None) -> list[tuple[str, str, str, str]]:
-    if cache_key is not None:
-        with _source_rows_lock:
-            rows = _SOURCE_ROWS.get(cache_key)
-        if rows is not None:
-            return rows
-    rows = list(
-        Extract.objects.filter(research_id=research_id)
-        .order_by("website__query__depth", "website__query_id", "website__position", "position")
-        .values_list("website__url", "website__title", "fact", "quote")
-    )
-    if cache_key is not None:
-        with _source_rows_lock:
-            _SOURCE_ROWS[cache_key] = rows
-            while len(_SOURCE_ROWS) > _SOURCE_ROWS_KEPT:
-                _SOURCE_ROWS.popitem(last=False)
-    return rows
+# The sources of the reports being written, numbered and trimmed, by (research, report version, run start, token
+# allowance). Every section needs all of them, to number its sources as the whole report does, and a (5,5) report
+# has hundreds of sections; the tree does not change while its report is written (every query is counted off; a
+# retried branch starts a new run). Sections only read them; the assembly collects its own.
+_SECTION_SOURCES: OrderedDict[tuple[Any, ...], tuple[list[SourceNote], list[str]]] = OrderedDict()
+_SECTION_SOURCES_KEPT = 4
+_section_sources_lock = threading.Lock()
 
 
 def collect_sources(
     research_id: Any, max_tokens: int, cache_key: tuple[Any, ...] | None = None
 ) -> tuple[list[SourceNote], PageTexts]:
     """One numbered source per analysed page with extracts, trimmed to `max_tokens`; their page texts, loaded
-    as they are needed. A section passes `cache_key` (see _SOURCE_ROWS)."""
-    rows = _source_rows(research_id, cache_key)
+    as they are needed. A section passes `cache_key` and gets sources shared with the others: read only (see
+    _SECTION_SOURCES)."""
+    key = None if cache_key is None else (*cache_key, max_tokens)
+    if key is not None:
+        with _section_sources_lock:
+            cached = _SECTION_SOURCES.get(key)
+        if cached is not None:
+            return cached[0], PageTexts(research_id, cached[1])
+    rows = (
+        Extract.objects.filter(research_id=research_id)
+        .order_by("website__query__depth", "website__query_id", "website__position", "position")
+        .values_list("website__url", "website__title", "fact", "quote")
+    )
     by_url: dict[str, SourceNote] = {}
     for url, title, fact, quote in rows:
         note = by_url.get(url)
@@ -394,6 +386,11 @@ def collect_sources(
         note.findings.append((fact, quote))
     sources = list(by_url.values())
     _trim(sources, max_tokens * CHARS_PER_TOKEN)
+    if key is not None:
+        with _section_sources_lock:
+            _SECTION_SOURCES[key] = (sources, list(by_url))
+            while len(_SECTION_SOURCES) > _SECTION_SOURCES_KEPT:
+                _SECTION_SOURCES.popitem(last=False)
     return sources, PageTexts(research_id, by_url)
 
 
