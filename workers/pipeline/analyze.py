@@ -8,15 +8,15 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from research.events import record_event
-from research.models import EventType, Extract, Page, SerpQuery, Website, WebsiteStatus
+from research.models import EventType, Extract, Page, Research, SerpQuery, Website, WebsiteStatus
 from research.text.quotes import PageText
 from research.usage import BudgetState
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
 from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import RESEARCH_STATE, may_start
-from workers.pipeline.locks import claim_owner, claimable, worker_name
+from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
+from workers.pipeline.locks import claim_owner, claimable, claimable_sql, worker_name
 from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)
@@ -26,21 +26,14 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
     """Extract facts and verbatim quotes from the website's stored page text."""
     # One read of what the step needs, its research's state joined: no model instances, and no page text before
     # the claim (a duplicate delivery reads none).
-    row = (
-        Website.objects.filter(pk=website_id)
-        .values_list(
-            "status",
-            "research_id",
-            "query_id",
-            "url",
-            "title",
-            "page_id",
-            "query__objective",
-            "query__query",
-            "research__engine",
-            *RESEARCH_STATE,
-        )
-        .first()
+    columns = ["status", "research_id", "query_id", "url", "title", "page_id", "query__objective", "query__query"]
+    row = step_row(
+        Website,
+        website_id,
+        [*columns, "research__engine", *RESEARCH_STATE],
+        "SELECT w.status, w.research_id, w.query_id, w.url, w.title, w.page_id, q.objective, q.query, r.engine, "
+        f"{state_sql('r')} FROM {Website._meta.db_table} w JOIN {SerpQuery._meta.db_table} q ON q.id = w.query_id "
+        f"JOIN {Research._meta.db_table} r ON r.id = w.research_id WHERE w.id = %s",
     )
     if row is None:
         return
@@ -79,20 +72,20 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
 
 def _claim(website_id: int, page_id: int, owner: str) -> str | None:
     """Lease the analysing website for this task; its page's text if the claim holds, else None."""
-    claim = Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING)
-    changes = {"claimed_at": timezone.now(), "claimed_by": (owner + worker_name())[:200]}
+    now, claimed_by = timezone.now(), (owner + worker_name())[:200]
     if connection.vendor != "postgresql":
-        if not claim.update(**changes):
+        claim = Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING)
+        if not claim.update(claimed_at=now, claimed_by=claimed_by):
             return None
         return Page.objects.filter(pk=page_id).values_list("text", flat=True).first() or ""
     # The claim returns the page text: no statement (and no commit) of its own to read it.
-    where, params = claim.query.get_compiler(connection=connection).compile(claim.query.where)
-    table = Website._meta.db_table
+    condition, params = claimable_sql(owner)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET claimed_at = %s, claimed_by = %s WHERE {where} "
-            f"RETURNING (SELECT text FROM {Page._meta.db_table} WHERE id = {table}.page_id)",
-            [changes["claimed_at"], changes["claimed_by"], *params],
+            f"UPDATE {Website._meta.db_table} SET claimed_at = %s, claimed_by = %s "
+            f"WHERE id = %s AND status = %s AND {condition} "
+            f"RETURNING (SELECT text FROM {Page._meta.db_table} WHERE id = %s)",
+            [now, claimed_by, website_id, WebsiteStatus.ANALYZING, *params, page_id],
         )
         row = cursor.fetchone()
     return None if row is None else row[0] or ""

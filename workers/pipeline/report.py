@@ -41,6 +41,7 @@ from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.clients.llm import charged_to
+from workers.pipeline import heartbeat
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.locks import claim_owner, claimable, worker_name
@@ -163,6 +164,7 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         status=SectionStatus.WRITING, claimed_by=(owner + worker_name())[:200], claimed_at=timezone.now()
     ):
         return  # written, claimed by another delivery, or its research is over: nothing to do
+    heartbeat.took_up()  # the claim replaced the task's reservation
     with holding(ReportSection, section_id):
         section = ReportSection.objects.select_related("research").get(pk=section_id)
         research = section.research

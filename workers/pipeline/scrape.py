@@ -22,7 +22,7 @@ from workers.clients.ratelimit import host_slot
 from workers.errors import TransientError
 from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import RESEARCH_STATE, may_start
+from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
 from workers.pipeline.locks import worker_name
 from workers.pipeline.progress import FailedWebsite
 from workers.pipeline.tree_writes import tree_transaction
@@ -33,10 +33,12 @@ log = logging.getLogger(__name__)
 def scrape_website(website_id: int) -> None:
     """Fetch the website's page unless this research has it (or is fetching it) already."""
     # One read, its research's state joined, as a row: no model instance, no second query.
-    row = (
-        Website.objects.filter(pk=website_id)
-        .values_list("research_id", "query_id", "url", "status", *RESEARCH_STATE)
-        .first()
+    row = step_row(
+        Website,
+        website_id,
+        ["research_id", "query_id", "url", "status", *RESEARCH_STATE],
+        f"SELECT w.research_id, w.query_id, w.url, w.status, {state_sql('r')} FROM {Website._meta.db_table} w "
+        f"JOIN {Research._meta.db_table} r ON r.id = w.research_id WHERE w.id = %s",
     )
     if row is None:
         return
