@@ -28,7 +28,7 @@ from research.events import record_event
 from research.lifecycle import stop_unfinished
 from research.models import EventType, Research, ResearchStatus
 from research.transactions import research_transaction
-from research.usage import MILLION, price_of, unpriced_models
+from research.usage import MILLION, BudgetState, budget_state, price_of, unpriced_models
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def _default_usd() -> Decimal | None:
     return Decimal(str(default)).quantize(USD_PLACES, rounding=ROUND_HALF_UP)
 
 
-def reached(research: Research) -> tuple[str, Any, Any] | None:
+def reached(research: Research | BudgetState) -> tuple[str, Any, Any] | None:
     """The first budget the research has reached, as (stop reason, limit, spent); None while within all."""
     if research.budget_seconds and research.started_at:
         elapsed = (timezone.now() - research.started_at).total_seconds()
@@ -129,25 +129,15 @@ def reached(research: Research) -> tuple[str, Any, Any] | None:
     return None
 
 
-BUDGET_FIELDS = (
-    "status",
-    "stop_reason",
-    "started_at",
-    "budget_seconds",
-    "budget_tokens",
-    "budget_usd",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost_usd",
-)
+def check(research_id: Any, known: BudgetState | None = None) -> bool:
+    """Stop the research if it is running and has reached a budget; True if it is stopped (now or before).
 
-
-def check(research_id: Any) -> bool:
-    """Stop the research if it is running and has reached a budget; True if it is stopped (now or before)."""
+    `known`: the research's budget columns as a statement just returned them (research/usage.py record_call),
+    so they need not be read again."""
     if connection.in_atomic_block:
         return False  # the stop's lock order needs transactions of its own; the next step's check will do
-    # Only what the budgets read: this runs before and after every model request.
-    research = Research.objects.filter(pk=research_id).only(*BUDGET_FIELDS).first()
+    # Only what the budgets read, as a row: this runs before and after every model request.
+    research = known or budget_state(research_id)
     if research is None or research.status != ResearchStatus.RUNNING:
         return False
     if research.stop_reason:

@@ -11,8 +11,7 @@ from typing import Any
 
 from celery import Task
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
 
 from research.models import QueryStatus, Research, ResearchMode, SerpQuery, Website, WebsiteStatus
 from researchsite.celery import app
@@ -83,24 +82,40 @@ def queue_each_on_commit(task_name: str, ids: Iterable[Any], research_id: Any) -
     """One step per id of the research's tree, published once the current transaction commits, at the priority
     the research's backlog gives."""
     ids = list(ids)
-    if ids:
+    if not ids:
+        return
+    if transaction.get_connection().in_atomic_block:
+        # Counted in the transaction that hands the steps on (its own steps are waiting in it already): one
+        # statement more there, instead of a statement and a commit of its own after it.
+        priority = step_priority(waiting_steps(research_id))
+        transaction.on_commit(lambda: _publish_each(task_name, ids, research_id, priority), robust=True)
+    else:
         transaction.on_commit(lambda: _publish_each(task_name, ids, research_id), robust=True)
 
 
-def _publish_each(task_name: str, ids: list[Any], research_id: Any) -> None:
-    priority = step_priority(waiting_steps(research_id))
+def _publish_each(task_name: str, ids: list[Any], research_id: Any, priority: int | None = None) -> None:
+    if priority is None:
+        priority = step_priority(waiting_steps(research_id))
     for row_id in ids:
         queue(task_name, row_id, priority=priority)
 
 
 def waiting_steps(research_id: Any) -> int:
     """The research's searches, scrapes and analyses handed on and not yet taken up by a worker."""
-    waiting = Q(claimed_by__in=WAITING)
-    searches = SerpQuery.objects.filter(waiting, research_id=research_id, status=QueryStatus.PENDING).count()
-    websites = Website.objects.filter(
-        waiting, research_id=research_id, status__in=[WebsiteStatus.PENDING, WebsiteStatus.ANALYZING]
-    ).count()
-    return searches + websites
+    # One statement (one round trip, one commit): this runs before every batch of steps a step publishes.
+    waiting = ", ".join(["%s"] * len(WAITING))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT count(*) FROM {SerpQuery._meta.db_table} WHERE research_id = %s AND status = %s "
+            f"AND claimed_by IN ({waiting})) + (SELECT count(*) FROM {Website._meta.db_table} WHERE research_id = %s "
+            f"AND status IN (%s, %s) AND claimed_by IN ({waiting}))",
+            [
+                *(Research._meta.pk.get_db_prep_value(research_id, connection), QueryStatus.PENDING, *WAITING),
+                *(Research._meta.pk.get_db_prep_value(research_id, connection), WebsiteStatus.PENDING),
+                *(WebsiteStatus.ANALYZING, *WAITING),
+            ],
+        )
+        return int(cursor.fetchone()[0])
 
 
 def step_priority(backlog: int) -> int:

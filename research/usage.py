@@ -4,12 +4,14 @@ A request that failed, timed out or answered with unusable output was still paid
 is recorded like any other; the totals on the research row are what budgets and the snapshot read.
 """
 
+from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
+from django.utils import timezone
 
 from research.models import LlmCall, Research
 
@@ -34,6 +36,34 @@ def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal |
     return cost.quantize(MICRO_DOLLAR)
 
 
+class BudgetState(NamedTuple):
+    """What the budgets (research/budgets.py) read of a research row, as a row tuple: no model instance."""
+
+    status: str
+    stop_reason: str
+    started_at: datetime | None
+    budget_seconds: int | None
+    budget_tokens: int | None
+    budget_usd: Decimal | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: Decimal
+
+
+def budget_state(research_id: Any) -> BudgetState | None:
+    if connection.vendor == "postgresql":
+        # Read before every model request: raw, the columns come back as the ORM would convert them.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {', '.join(BudgetState._fields)} FROM {Research._meta.db_table} WHERE id = %s",
+                [Research._meta.pk.get_db_prep_value(research_id, connection)],
+            )
+            row = cursor.fetchone()
+    else:
+        row = Research.objects.filter(pk=research_id).values_list(*BudgetState._fields).first()
+    return BudgetState(*row) if row is not None else None
+
+
 def record_call(
     research_id: Any,
     agent: str,
@@ -42,13 +72,45 @@ def record_call(
     completion_tokens: int,
     attempt: int,
     outcome: str,
-) -> None:
-    """Record one request and add it to the research's totals (its own short transaction)."""
+) -> BudgetState | None:
+    """Record one request and add it to the research's totals (one statement, or its own short transaction);
+    what the budgets read of the research after it, None if the research is gone."""
     cost = cost_of(model, prompt_tokens, completion_tokens)
+    if connection.vendor == "postgresql":
+        # One statement, one commit: the totals move, the call is inserted with the owner the same row gives, and
+        # the budgets' columns come back, so the check after the call reads nothing (this runs per model request).
+        columns = ", ".join(BudgetState._fields)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"WITH research AS (UPDATE {Research._meta.db_table} SET prompt_tokens = prompt_tokens + %s, "
+                "completion_tokens = completion_tokens + %s, cost_usd = cost_usd + %s, "
+                f"unpriced_calls = unpriced_calls + %s WHERE id = %s RETURNING id, owner_id, {columns}), "
+                f"call AS (INSERT INTO {LlmCall._meta.db_table} (research_id, user_id, agent, model, prompt_tokens, "
+                "completion_tokens, cost_usd, attempt, outcome, created_at) "
+                "SELECT id, owner_id, %s, %s, %s, %s, %s, %s, %s, %s FROM research) "
+                f"SELECT {columns} FROM research",
+                [
+                    prompt_tokens,
+                    completion_tokens,
+                    cost or 0,
+                    0 if cost is not None else 1,
+                    Research._meta.pk.get_db_prep_value(research_id, connection),
+                    agent[:40],
+                    model[:200],
+                    prompt_tokens,
+                    completion_tokens,
+                    cost,
+                    attempt,
+                    outcome,
+                    timezone.now(),
+                ],
+            )
+            row = cursor.fetchone()
+        return BudgetState(*row) if row is not None else None  # None: deleted while the model answered
     with transaction.atomic():
         owner_id = Research.objects.filter(pk=research_id).values_list("owner_id", flat=True).first()
         if owner_id is None:
-            return  # the research was deleted while the model answered
+            return None  # the research was deleted while the model answered
         LlmCall.objects.create(
             research_id=research_id,
             user_id=owner_id,
@@ -66,6 +128,7 @@ def record_call(
             cost_usd=F("cost_usd") + (cost or 0),
             unpriced_calls=F("unpriced_calls") + (0 if cost is not None else 1),
         )
+        return budget_state(research_id)
 
 
 def research_cost(research: Research) -> float | None:

@@ -164,9 +164,14 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # No task time limits: Celery enforces them in its prefork and gevent pools only, and the workers run the threads
 # pool. A task is bounded instead by the deadlines of its network calls and the database's statement and lock
 # timeouts (docs/reliability.md, "Time limits").
-# Flower needs task events.
-CELERY_WORKER_SEND_TASK_EVENTS = True
-CELERY_TASK_SEND_SENT_EVENT = True
+# Task events (a message to Redis per task received, started and finished, and per task sent) are what Flower
+# shows of tasks; each costs the sending process a publish. Off unless asked for: Flower, run with its default
+# --enable_events, switches them on in every worker every 5 s while it runs (remote control), so its task views
+# fill from the moment it starts; true also sends them from start-up and adds the "sent" state, which only the
+# publishing process can send (docs/performance.md: the workers' CPU per task).
+TASK_EVENTS = env_bool("TASK_EVENTS", False)
+CELERY_WORKER_SEND_TASK_EVENTS = TASK_EVENTS
+CELERY_TASK_SEND_SENT_EVENT = TASK_EVENTS
 CELERY_TASK_ALWAYS_EAGER = False
 # Control steps (start, planning, report, sweep) have a queue of their own, so they never wait behind thousands of
 # scrapes and analyses. A worker consumes every queue listed here and takes from each in turn.

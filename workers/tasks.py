@@ -6,6 +6,8 @@ with backoff; when retries run out, `on_failure` records what that means for the
 """
 
 import logging
+import threading
+import time
 from typing import Any
 
 import kombu.exceptions
@@ -179,18 +181,42 @@ def reserve_step(request: Any = None, **kwargs: Any) -> None:
         log.warning("message of %s with unexpected arguments %r", request.name, request.args)
 
 
+# A connection this thread used without error this recently goes to its next task without a health check.
+HEALTH_CHECK_IDLE = 1.0
+_thread = threading.local()
+
+
 @task_prerun.connect
 def replace_broken_connection(**kwargs: Any) -> None:
     """Celery keeps a thread's connection across tasks (CELERY_DB_REUSE_MAX) and would hand one that broke (a
-    database restart) to every later task of the thread: one that saw an error is replaced before the next task."""
+    database restart) to every later task of the thread: one that saw an error is replaced before the next task.
+
+    close_old_connections also makes the next statement a health check (CONN_HEALTH_CHECKS: a `SELECT 1` round
+    trip and commit); back to back, a task after one that ended less than HEALTH_CHECK_IDLE ago without error
+    skips it: a connection broken in that second fails its statement, and the task is retried like any database
+    hiccup, on a new connection."""
+    heartbeat.step_started()
+    ended = getattr(_thread, "ended", None)
+    if (
+        ended is not None
+        and time.monotonic() - ended < HEALTH_CHECK_IDLE
+        and connection.connection is not None
+        and not connection.errors_occurred
+        and (connection.close_at is None or time.monotonic() < connection.close_at)
+    ):
+        return
     close_old_connections()
 
 
 @task_postrun.connect
 def release_step(task_id: str | None = None, **kwargs: Any) -> None:
+    _thread.ended = time.monotonic()
     reserved = _reserved.pop(task_id or "", None)
+    took_up = heartbeat.step_took_up()
     if reserved is not None:
         heartbeat.release(*reserved)
+        if took_up:
+            return  # the step's claim replaced the reservation: there is nothing to hand back
         try:
             heartbeat.unreserve(*reserved, task_id or "")
         except DatabaseError:

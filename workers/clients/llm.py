@@ -76,11 +76,13 @@ class _Requests:
         self.made += 1
         research_id = _charged_research.get()
         if research_id is not None:  # calls outside a research (a client test, a benchmark) are not charged
-            record_call(research_id, self.agent, self.model, prompt_tokens, completion_tokens, self.made, outcome)
-            if prompt_tokens or completion_tokens:
+            state = record_call(
+                research_id, self.agent, self.model, prompt_tokens, completion_tokens, self.made, outcome
+            )
+            if state is not None and (prompt_tokens or completion_tokens):
                 # The call that reaches a budget stops the research at once: no step starts after it, and the
                 # calls still in flight are all it can spend past the budget.
-                budgets.check(research_id)
+                budgets.check(research_id, state)
 
 
 class InvalidOutputError(PermanentError):

@@ -1,18 +1,22 @@
 """Analysis: the website analyzer's facts for the query's objective, kept only with quotes found on the page."""
 
+import json
 import logging
+from typing import Any
 
+from django.db import connection, transaction
 from django.utils import timezone
 
 from research.events import record_event
-from research.models import EventType, Extract, Website, WebsiteStatus
+from research.models import EventType, Extract, Page, Research, SerpQuery, Website, WebsiteStatus
 from research.text.quotes import PageText
+from research.usage import BudgetState
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
-from workers.pipeline import progress
+from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import running_research
-from workers.pipeline.locks import claim_owner, claimable, worker_name
+from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
+from workers.pipeline.locks import claim_owner, claimable, claimable_sql, worker_name
 from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)
@@ -20,59 +24,102 @@ log = logging.getLogger(__name__)
 
 def analyze_website(website_id: int, task_id: str | None = None) -> None:
     """Extract facts and verbatim quotes from the website's stored page text."""
-    website = Website.objects.select_related("query", "page").filter(pk=website_id).first()
-    if website is None or website.status != WebsiteStatus.ANALYZING or website.page is None:
+    # One read of what the step needs, its research's state joined: no model instances, and no page text before
+    # the claim (a duplicate delivery reads none).
+    columns = ["status", "research_id", "query_id", "url", "title", "page_id", "query__objective", "query__query"]
+    row = step_row(
+        Website,
+        website_id,
+        [*columns, "research__engine", *RESEARCH_STATE],
+        "SELECT w.status, w.research_id, w.query_id, w.url, w.title, w.page_id, q.objective, q.query, r.engine, "
+        f"{state_sql('r')} FROM {Website._meta.db_table} w JOIN {SerpQuery._meta.db_table} q ON q.id = w.query_id "
+        f"JOIN {Research._meta.db_table} r ON r.id = w.research_id WHERE w.id = %s",
+    )
+    if row is None:
         return
-    research = running_research(website.research_id)
-    if research is None:
+    status, research_id, query_id, url, title, page_id, objective, query, engine, *state = row
+    if status != WebsiteStatus.ANALYZING or page_id is None or not may_start(research_id, BudgetState(*state)):
         return
     owner = claim_owner(task_id)
-    with tree_transaction(website.research_id):
-        if not Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING).update(
-            claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
-        ):
+    with tree_transaction(research_id):
+        text = _claim(website_id, page_id, owner)
+        if text is None:
             return  # another delivery of this analysis is under way
+        transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
         # Recorded as the analysis begins (a worker has taken it up), not when it was queued.
-        record_event(website.research_id, EventType.ANALYZING, {"website_id": website_id, "url": website.url})
-    text = website.page.text
-    research_engine = engine_for(research.engine)
-    with holding(Website, website_id), charged_to(website.research_id):
-        findings, _, _ = research_engine.analyze(
-            website.query.objective, website.query.query, website.url, website.title, text
-        )
+        record_event(research_id, EventType.ANALYZING, {"website_id": website_id, "url": url})
+    research_engine = engine_for(engine)
+    with holding(Website, website_id), charged_to(research_id):
+        findings, _, _ = research_engine.analyze(objective, query, url, title, text)
     page_text = PageText(text)
     kept = [finding for finding in findings if page_text.contains(finding.quote)]
     dropped = len(findings) - len(kept)
     if dropped:
-        log.info("dropped %s quotes not found on %s", dropped, website.url)
+        log.info("dropped %s quotes not found on %s", dropped, url)
 
-    with tree_transaction(website.research_id):
-        if not Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
-            status=WebsiteStatus.ANALYZED, finished_at=timezone.now()
-        ):
+    with tree_transaction(research_id):
+        remaining = _store_analysis(research_id, website_id, query_id, [(f.fact, f.quote) for f in kept])
+        if remaining is None:
             return  # a duplicate delivery got here first
-        Extract.objects.bulk_create(
-            Extract(
-                research_id=website.research_id,
-                website_id=website_id,
-                position=index,
-                fact=finding.fact,
-                quote=finding.quote,
-            )
-            for index, finding in enumerate(kept)
-        )
-        progress.add_dropped_quotes(website.research_id, dropped)
+        progress.add_dropped_quotes(research_id, dropped)
         record_event(
-            website.research_id,
+            research_id,
             EventType.ANALYZED,
-            {
-                "website_id": website_id,
-                "url": website.url,
-                "facts": len(kept),
-                "quotes_dropped": dropped,
-            },
+            {"website_id": website_id, "url": url, "facts": len(kept), "quotes_dropped": dropped},
         )
-        progress.website_finished(website.query_id)
+        progress.website_settled(query_id, remaining)
+
+
+def _claim(website_id: int, page_id: int, owner: str) -> str | None:
+    """Lease the analysing website for this task; its page's text if the claim holds, else None."""
+    now, claimed_by = timezone.now(), (owner + worker_name())[:200]
+    if connection.vendor != "postgresql":
+        claim = Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING)
+        if not claim.update(claimed_at=now, claimed_by=claimed_by):
+            return None
+        return Page.objects.filter(pk=page_id).values_list("text", flat=True).first() or ""
+    # The claim returns the page text: no statement (and no commit) of its own to read it.
+    condition, params = claimable_sql(owner)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Website._meta.db_table} SET claimed_at = %s, claimed_by = %s "
+            f"WHERE id = %s AND status = %s AND {condition} "
+            f"RETURNING (SELECT text FROM {Page._meta.db_table} WHERE id = %s)",
+            [now, claimed_by, website_id, WebsiteStatus.ANALYZING, *params, page_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else row[0] or ""
+
+
+def _store_analysis(research_id: Any, website_id: int, query_id: int, facts: list[tuple[str, str]]) -> int | None:
+    """Inside the tree transaction: the website `analyzed` (if it still is `analyzing`), its extracts stored and
+    its query's `pending_websites` decremented; the websites the query still waits for, None if it was not
+    analyzing."""
+    now = timezone.now()
+    if connection.vendor != "postgresql":
+        if not Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
+            status=WebsiteStatus.ANALYZED, finished_at=now
+        ):
+            return None
+        Extract.objects.bulk_create(
+            Extract(research_id=research_id, website_id=website_id, position=index, fact=fact, quote=quote)
+            for index, (fact, quote) in enumerate(facts)
+        )
+        return progress.decrement_pending_websites(query_id)
+    # One statement for the three, in the lock order (the website, then its query).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH website AS (UPDATE {Website._meta.db_table} SET status = %s, finished_at = %s "
+            "WHERE id = %s AND status = %s RETURNING id, research_id, query_id), "
+            f"extract AS (INSERT INTO {Extract._meta.db_table} (research_id, website_id, position, fact, quote) "
+            "SELECT website.research_id, website.id, item.ordinality - 1, item.value->>0, item.value->>1 "
+            "FROM website, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS item) "
+            f"UPDATE {SerpQuery._meta.db_table} AS query SET pending_websites = query.pending_websites - 1 "
+            "FROM website WHERE query.id = website.query_id RETURNING query.pending_websites",
+            [WebsiteStatus.ANALYZED, now, website_id, WebsiteStatus.ANALYZING, json.dumps(facts)],
+        )
+        row = cursor.fetchone()
+    return row[0] if row is not None else None
 
 
 def analysis_failed(website_id: int, error: BaseException) -> None:

@@ -12,7 +12,7 @@ source at the end, where exports that have no tooltips show it.
 """
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,14 +50,22 @@ class Stats:
 @dataclass
 class _Renderer:
     sources: dict[int, SourceNote]
-    page_texts: dict[str, PageText]
+    page_texts: Mapping[str, PageText]
     stats: Stats = field(default_factory=Stats)
     numbers: dict[int, int] = field(default_factory=dict)  # writer's number → number in the report
     quotes_used: dict[int, list[str]] = field(default_factory=dict)
+    # The analysed URLs and their link targets, by the number of sources they were computed for: sources only grow
+    # (the memory section adds some), and computing them for every sentence was a large part of rendering.
+    _analysed: tuple[int, set[str]] = (-1, set())
+
+    def analysed(self) -> set[str]:
+        if self._analysed[0] != len(self.sources):
+            urls = [source.url for source in self.sources.values()]
+            self._analysed = (len(self.sources), {*urls, *pages_by_link(urls)})
+        return self._analysed[1]
 
     def clean_text(self, text: str) -> str:
-        urls = [source.url for source in self.sources.values()]
-        analysed = {*urls, *pages_by_link(urls)}
+        analysed = self.analysed()
 
         def unlink(match: re.Match[str]) -> str:
             if match.group(2) not in analysed:
@@ -165,7 +173,7 @@ class MemoryNote:
 def render_report(
     report: dict[str, Any],
     sources: list[SourceNote],
-    page_texts: dict[str, PageText],
+    page_texts: Mapping[str, PageText],
     memory: list[MemoryNote] | None = None,
 ) -> tuple[str, dict[str, int]]:
     renderer = _Renderer({source.number: source for source in sources}, page_texts)
@@ -195,7 +203,7 @@ def render_report(
 
 
 def render_section(
-    heading: str, section: dict[str, Any], sources: list[SourceNote], page_texts: dict[str, PageText]
+    heading: str, section: dict[str, Any], sources: list[SourceNote], page_texts: Mapping[str, PageText]
 ) -> tuple[str, dict[str, int]]:
     """One section on its own, as the reader sees it while the rest of the report is written: the same checks as
     render_report, but each citation keeps its source's number, so sections rendered apart cite alike."""

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import close_old_connections, connection, connections
 from django.db.models import Model
 from django.utils import timezone
 
@@ -90,8 +90,15 @@ def reserve(model: type[Model], pk: Any, task_id: str) -> bool:
     mid-step, within a lease, instead of after QUEUE_GRACE_SECONDS. The step's own claim accepts the row as its
     own: `claimed_by` starts with the task id."""
     owner = f"{task_id} reserved by {socket.gethostname()}:{os.getpid()}"[:200]
-    if not model.objects.filter(pk=pk, claimed_by__in=WAITING).update(claimed_by=owner, claimed_at=timezone.now()):
-        return False
+    # One statement, no ORM: this runs in the consumer thread for every message the worker takes.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {model._meta.db_table} SET claimed_by = %s, claimed_at = %s WHERE {model._meta.pk.column} = %s "
+            f"AND claimed_by IN ({', '.join(['%s'] * len(WAITING))})",
+            [owner, timezone.now(), model._meta.pk.get_db_prep_value(pk, connection), *WAITING],
+        )
+        if cursor.rowcount < 1:
+            return False
     _heartbeat.hold(model, pk)
     return True
 
@@ -100,6 +107,26 @@ def unreserve(model: type[Model], pk: Any, task_id: str) -> None:
     """The step ended without taking up the row it reserved (a duplicate delivery that found nothing to do): the
     row waits again for the delivery it was handed on to, instead of staying held until its lease lapses."""
     model.objects.filter(pk=pk, claimed_by__startswith=f"{task_id} reserved by ").update(claimed_by=QUEUED)
+
+
+# Whether the step running on this thread took up the row its task reserved (its claim replaced the reservation).
+_step = threading.local()
+
+
+def step_started() -> None:
+    _step.took_up = False
+
+
+def took_up() -> None:
+    """The running step's claim of its task's row succeeded: the reservation is gone with it, so `unreserve`, a
+    statement that would change nothing, is skipped when the task ends."""
+    _step.took_up = True
+
+
+def step_took_up() -> bool:
+    """Whether the step on this thread took up its row; reset for the next task on the thread."""
+    took, _step.took_up = getattr(_step, "took_up", False), False
+    return took
 
 
 _heartbeat = Heartbeat()

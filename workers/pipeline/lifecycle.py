@@ -4,7 +4,8 @@ budgets that stop it: research/budgets.py)."""
 import logging
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from research import budgets, dispatch
@@ -13,6 +14,7 @@ from research.events import record_event
 from research.lifecycle import fail_research
 from research.models import EventType, Research, ResearchStatus
 from research.planning import total_queries
+from research.usage import BudgetState
 
 log = logging.getLogger(__name__)
 
@@ -62,3 +64,34 @@ def running_research(research_id: Any) -> Research | None:
         budgets.check(research.pk)
         return None
     return research
+
+
+# What a step reads of its research, joined to its own row, to decide whether it may start (`may_start`).
+RESEARCH_STATE = tuple(f"research__{name}" for name in BudgetState._fields)
+
+
+def step_row(model: type[Model], pk: Any, columns: list[str], sql: str) -> tuple[Any, ...] | None:
+    """The one row a step starts from: on PostgreSQL by `sql` (its one parameter the row's key), which selects
+    what `columns` name, in that order; elsewhere by a values_list. The ORM built that query anew for every task,
+    ordering by the model's default ordering (joins) to take its first row."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
+            return cursor.fetchone()
+    return model.objects.filter(pk=pk).order_by().values_list(*columns).first()
+
+
+def state_sql(alias: str) -> str:
+    """The columns of RESEARCH_STATE, in order, of the research joined as `alias`."""
+    return ", ".join(f"{alias}.{name}" for name in BudgetState._fields)
+
+
+def may_start(research_id: Any, state: BudgetState) -> bool:
+    """`running_research` for a step that read its research's budget columns with its own row in one query
+    (`RESEARCH_STATE`): no second read, and no model instance."""
+    if state.status != ResearchStatus.RUNNING or state.stop_reason:
+        return False
+    if budgets.reached(state) is not None:
+        budgets.check(research_id)
+        return False
+    return True

@@ -9,6 +9,7 @@ import socket
 import threading
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
@@ -34,6 +35,16 @@ def claimable(owner: str) -> Q:
         | Q(claimed_by__startswith=owner)
         | Q(claimed_at__isnull=True)
         | Q(claimed_at__lt=expired)
+    )
+
+
+def claimable_sql(owner: str) -> tuple[str, list[Any]]:
+    """`claimable` as an SQL condition on the row's own columns, and its parameters, for raw statements."""
+    expired = timezone.now() - timedelta(seconds=settings.LEASE_SECONDS)
+    waiting = ", ".join(["%s"] * len(WAITING))
+    return (
+        f"(claimed_by IN ({waiting}) OR substr(claimed_by, 1, %s) = %s OR claimed_at IS NULL OR claimed_at < %s)",
+        [*WAITING, len(owner), owner, expired],
     )
 
 

@@ -9,6 +9,7 @@ same query again adds nothing. An answered gap is closed by a conditional UPDATE
 recorded only when something changed, in the same transaction as the change.
 """
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -53,18 +54,24 @@ class NewItem:
     website_ids: list[int]
 
 
-def remember(query_id: int) -> None:
-    """Ask the memory agent what the query's analysed websites add, and store it (see the module's docstring)."""
-    query = SerpQuery.objects.select_related("research").filter(pk=query_id).first()
-    if query is None or query.research.status in STOPPED:
+def remember(query_id: int, research: Research | None = None, objective: str | None = None) -> None:
+    """Ask the memory agent what the query's analysed websites add, and store it (see the module's docstring).
+
+    The review step, which has just read the research and the query, passes them (`research`, the query's
+    `objective`); otherwise they are read here."""
+    if research is None or objective is None:
+        query = SerpQuery.objects.select_related("research").filter(pk=query_id).first()
+        if query is None:
+            return
+        research, objective = query.research, query.objective
+    if research.status in STOPPED:
         return
-    research = query.research
     sources = _sources(query_id)
     if not sources:
         return  # nothing was analysed: the branch has nothing to say, and the model call would be wasted
     known = _known(research.pk)
     with charged_to(research.pk):
-        update, _, _ = engine_for(research.engine).update_memory(research.prompt, query.objective, sources, known)
+        update, _, _ = engine_for(research.engine).update_memory(research.prompt, objective, sources, known)
     shown_gaps = {pk for pk, _ in known.gaps}
     store(research.pk, query_id, _items(research.pk, update), [pk for pk in update.answered_gaps if pk in shown_gaps])
 
@@ -127,6 +134,9 @@ def store(research_id: Any, query_id: int | None, items: list[NewItem], answered
     research_pk = Research._meta.pk.get_db_prep_value(research_id, connection)
     with transaction.atomic():
         now = timezone.now()
+        if connection.vendor == "postgresql":
+            _insert_items(research_pk, query_id, items, now, counts)
+            items = []  # inserted
         with connection.cursor() as cursor:
             for item in items:
                 key = memory_key(item.text)
@@ -162,6 +172,27 @@ def store(research_id: Any, query_id: int | None, items: list[NewItem], answered
         if Research.objects.filter(pk=research_id, status__in=STOPPED).exists():
             raise ResearchStopped(f"research {research_id} is over")
     return counts
+
+
+def _insert_items(
+    research_pk: Any, query_id: int | None, items: list[NewItem], now: Any, counts: dict[str, int]
+) -> None:
+    """`store`'s inserts in one statement (PostgreSQL): the unique (research, kind, key) still decides, and an item
+    given twice in one update is inserted once."""
+    plural = {MemoryKind.INSIGHT: "insights", MemoryKind.GAP: "gaps", MemoryKind.CONTRADICTION: "contradictions"}
+    rows = [[item.kind, item.text, key, item.website_ids] for item in items if (key := memory_key(item.text))]
+    if not rows:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {MemoryItem._meta.db_table} (research_id, kind, text, key, query_id, website_ids, closed, "
+            "created_at) SELECT %s, item.value->>0, item.value->>1, item.value->>2, %s, item.value->3, false, %s "
+            "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS item ORDER BY item.ordinality "
+            "ON CONFLICT (research_id, kind, key) DO NOTHING RETURNING kind",
+            [research_pk, query_id, now, json.dumps(rows)],
+        )
+        for (kind,) in cursor.fetchall():
+            counts[plural[kind]] += 1
 
 
 def report_notes(research_id: Any) -> list[MemoryNote]:

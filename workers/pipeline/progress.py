@@ -90,7 +90,15 @@ def website_failed(website_id: int, reason: str, error: str, from_statuses: list
 
 def website_finished(query_id: int) -> None:
     """A website of the query was analysed or failed: the last one sends the query to its review."""
-    remaining = _decrement(SerpQuery, "pending_websites", query_id)
+    website_settled(query_id, decrement_pending_websites(query_id))
+
+
+def decrement_pending_websites(query_id: int) -> int | None:
+    return _decrement(SerpQuery, "pending_websites", query_id)
+
+
+def website_settled(query_id: int, remaining: int | None) -> None:
+    """The query's `pending_websites` was decremented to `remaining`: at 0 the query goes to its review."""
     if remaining == 0:
         query_to_review(query_id, from_statuses=[QueryStatus.SCRAPING])
 
@@ -123,24 +131,28 @@ def query_finished(
     changed = SerpQuery.objects.filter(pk=query_id, status__in=from_statuses).update(**changes)
     if not changed:
         return False
-    query = SerpQuery.objects.select_related("research").get(pk=query_id)
-    research = query.research
-    if research.status != ResearchStatus.RUNNING:
+    # A row, not two model instances (the research row's text and JSON columns are not needed here).
+    depth, research_id, research_status, breadth, research_depth = (
+        SerpQuery.objects.filter(pk=query_id)
+        .values_list("depth", "research_id", "research__status", "research__breadth", "research__depth")
+        .get()
+    )
+    if research_status != ResearchStatus.RUNNING:
         return True
     now = timezone.now()
     counted = 1
     if status == QueryStatus.FAILED or stopped:
-        counted += descendants(research.breadth or 1, research.depth or 1, query.depth)
-    elif query.depth < (research.depth or 0):
+        counted += descendants(breadth or 1, research_depth or 1, depth)
+    elif depth < (research_depth or 0):
         # The query's lease now stands for the planning of its children, handed on to its task.
         SerpQuery.objects.filter(pk=query_id).update(claimed_at=now, claimed_by=QUEUED)
-        dispatch.queue_on_commit(dispatch.PLAN, str(research.pk), query_id)
-    tally = open_tally(research.pk)
+        dispatch.queue_on_commit(dispatch.PLAN, str(research_id), query_id)
+    tally = open_tally(research_id)
     if tally is not None:
         tally.queries_finished += counted  # the tree transaction's end counts them off; at zero, the report
-    elif _decrement(Research, "pending_queries", research.pk, counted) == 0:
-        Research.objects.filter(pk=research.pk).update(claimed_at=now, claimed_by=QUEUED)
-        dispatch.queue_tree_finished_on_commit(research.pk)
+    elif _decrement(Research, "pending_queries", research_id, counted) == 0:
+        Research.objects.filter(pk=research_id).update(claimed_at=now, claimed_by=QUEUED)
+        dispatch.queue_tree_finished_on_commit(research_id)
     return True
 
 

@@ -6,6 +6,9 @@ completes the set queues the assembly, which renders the whole report with the s
 """
 
 import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -38,6 +41,7 @@ from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.clients.llm import charged_to
+from workers.pipeline import heartbeat
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.locks import claim_owner, claimable, worker_name
@@ -160,13 +164,16 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         status=SectionStatus.WRITING, claimed_by=(owner + worker_name())[:200], claimed_at=timezone.now()
     ):
         return  # written, claimed by another delivery, or its research is over: nothing to do
+    heartbeat.took_up()  # the claim replaced the task's reservation
     with holding(ReportSection, section_id):
         section = ReportSection.objects.select_related("research").get(pk=section_id)
         research = section.research
-        sources, page_texts = collect_sources(research.pk, budgets.report_prompt_tokens(research))
+        run = (research.pk, section.version, research.started_at)
+        sources, page_texts = collect_sources(research.pk, budgets.report_prompt_tokens(research), cache_key=run)
         wanted = {n for n in section.plan.get("sources", []) if isinstance(n, int)}
         # The section sees the sources the outline gave it, numbered as in the whole report.
         given = [source for source in sources if source.number in wanted] or sources
+        page_texts.load(source.url for source in given)  # what the section will cite, in one query
         with charged_to(research.pk):
             content, _, _ = engine_for(research.engine).write_section(
                 research.prompt, section.title, [str(x) for x in section.plan.get("learnings", [])], given
@@ -222,6 +229,7 @@ def _write(research_id: str) -> None:
     if any(section.status != SectionStatus.WRITTEN for section in sections):
         return  # not every section is written yet: the last one to land queues the assembly
     sources, page_texts = collect_sources(research_id, budgets.report_prompt_tokens(research))
+    page_texts.load(source.url for source in sources)  # the report cites most of them: one query
     outline = research.report_outline or {}
     report = {
         "title": outline.get("title", ""),
@@ -305,8 +313,68 @@ def report_failed(research_id: str, error: BaseException) -> None:
     )
 
 
-def collect_sources(research_id: Any, max_tokens: int) -> tuple[list[SourceNote], dict[str, PageText]]:
-    """One numbered source per analysed page with extracts, trimmed to `max_tokens`."""
+class PageTexts(Mapping[str, PageText]):
+    """The texts of a research's analysed pages by URL, each loaded and normalised the first time it is asked for.
+
+    A section cites a handful of the report's sources, and the outline cites none: loading and normalising every
+    page of a (5,5) research (770) for each of them was most of the report's CPU. A URL that is not one of the
+    sources is not a key; one whose page has no stored text maps to an empty text, as before.
+    """
+
+    def __init__(self, research_id: Any, urls: Iterable[str]) -> None:
+        self._research_id = research_id
+        self._urls = list(dict.fromkeys(urls))
+        self._keys = set(self._urls)
+        self._loaded: dict[str, PageText] = {}
+
+    def load(self, urls: Iterable[str]) -> None:
+        """Load the texts of these URLs not loaded yet, in one query."""
+        missing = [url for url in dict.fromkeys(urls) if url in self._keys and url not in self._loaded]
+        if not missing:
+            return
+        pages = Page.objects.filter(research_id=self._research_id, url__in=missing, status=PageStatus.FETCHED)
+        texts = dict(pages.values_list("url", "text"))
+        for url in missing:
+            self._loaded[url] = PageText(texts.get(url, ""))
+
+    def __getitem__(self, url: str) -> PageText:
+        if url not in self._keys:
+            raise KeyError(url)
+        if url not in self._loaded:
+            self.load([url])
+        return self._loaded[url]
+
+    def __contains__(self, url: object) -> bool:
+        return url in self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._urls)
+
+    def __len__(self) -> int:
+        return len(self._urls)
+
+
+# The sources of the reports being written, numbered and trimmed, by (research, report version, run start, token
+# allowance). Every section needs all of them, to number its sources as the whole report does, and a (5,5) report
+# has hundreds of sections; the tree does not change while its report is written (every query is counted off; a
+# retried branch starts a new run). Sections only read them; the assembly collects its own.
+_SECTION_SOURCES: OrderedDict[tuple[Any, ...], tuple[list[SourceNote], list[str]]] = OrderedDict()
+_SECTION_SOURCES_KEPT = 4
+_section_sources_lock = threading.Lock()
+
+
+def collect_sources(
+    research_id: Any, max_tokens: int, cache_key: tuple[Any, ...] | None = None
+) -> tuple[list[SourceNote], PageTexts]:
+    """One numbered source per analysed page with extracts, trimmed to `max_tokens`; their page texts, loaded
+    as they are needed. A section passes `cache_key` and gets sources shared with the others: read only (see
+    _SECTION_SOURCES)."""
+    key = None if cache_key is None else (*cache_key, max_tokens)
+    if key is not None:
+        with _section_sources_lock:
+            cached = _SECTION_SOURCES.get(key)
+        if cached is not None:
+            return cached[0], PageTexts(research_id, cached[1])
     rows = (
         Extract.objects.filter(research_id=research_id)
         .order_by("website__query__depth", "website__query_id", "website__position", "position")
@@ -320,24 +388,33 @@ def collect_sources(research_id: Any, max_tokens: int) -> tuple[list[SourceNote]
         note.findings.append((fact, quote))
     sources = list(by_url.values())
     _trim(sources, max_tokens * CHARS_PER_TOKEN)
-    texts = dict(
-        Page.objects.filter(research_id=research_id, url__in=by_url, status=PageStatus.FETCHED).values_list(
-            "url", "text"
-        )
-    )
-    return sources, {url: PageText(texts.get(url, "")) for url in by_url}
+    if key is not None:
+        with _section_sources_lock:
+            _SECTION_SOURCES[key] = (sources, list(by_url))
+            while len(_SECTION_SOURCES) > _SECTION_SOURCES_KEPT:
+                _SECTION_SOURCES.popitem(last=False)
+    return sources, PageTexts(research_id, by_url)
 
 
 def _trim(sources: list[SourceNote], max_chars: int) -> None:
     """Fewer findings per source until the sources block fits; every source keeps at least one."""
 
-    def size() -> int:
-        return len(report_writer.sources_block(sources))
+    # The block is the sources' own blocks joined by newlines: its size is kept as a sum, not rebuilt for every
+    # source dropped (hundreds of times at (5,5), for each section).
+    def sizes() -> list[int]:
+        return [len(report_writer.sources_block([source])) for source in sources]
 
+    def size(each: list[int]) -> int:
+        return sum(each) + max(len(each) - 1, 0)
+
+    each = sizes()
     per_source = max((len(s.findings) for s in sources), default=0)
-    while per_source > 1 and size() > max_chars:
+    while per_source > 1 and size(each) > max_chars:
         per_source -= 1
         for source in sources:
             del source.findings[per_source:]
-    while len(sources) > 1 and size() > max_chars:
+        each = sizes()
+    total = size(each)
+    while len(sources) > 1 and total > max_chars:
         sources.pop()
+        total -= each.pop() + 1

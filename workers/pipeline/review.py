@@ -39,7 +39,7 @@ from workers.agents.common import distinct
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.evaluator import BranchEvaluation, Learning
 from workers.clients.llm import charged_to
-from workers.pipeline import memory, progress
+from workers.pipeline import heartbeat, memory, progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
@@ -67,6 +67,7 @@ def review_query(query_id: int, task_id: str | None = None) -> None:
         claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
     ):
         return  # another delivery is reviewing it
+    heartbeat.took_up()  # the claim replaced the task's reservation
     with holding(SerpQuery, query_id):
         _review(research, query, research.engine)
 
@@ -84,7 +85,7 @@ def review_failed(query_id: int, error: BaseException) -> None:
 def _review(research: Research, query: SerpQuery, engine: str, remember: bool = True) -> None:
     if remember:
         try:
-            memory.remember(query.pk)
+            memory.remember(query.pk, research, query.objective)
         except Exception:
             # The memory serves later planning and the report; the branch's own result stands without it.
             log.exception("memory update of query %s failed", query.pk)

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
@@ -14,13 +15,14 @@ from research import dispatch
 from research.collection import renewed_link
 from research.dispatch import QUEUED
 from research.events import record_event
-from research.models import EventType, Page, PageStatus, Website, WebsiteStatus
+from research.models import EventType, Page, PageStatus, Research, Website, WebsiteStatus
+from research.usage import BudgetState
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.ratelimit import host_slot
 from workers.errors import TransientError
-from workers.pipeline import progress
+from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import running_research
+from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
 from workers.pipeline.locks import worker_name
 from workers.pipeline.progress import FailedWebsite
 from workers.pipeline.tree_writes import tree_transaction
@@ -30,12 +32,21 @@ log = logging.getLogger(__name__)
 
 def scrape_website(website_id: int) -> None:
     """Fetch the website's page unless this research has it (or is fetching it) already."""
-    website = Website.objects.filter(pk=website_id).only("research_id", "query_id", "url", "status").first()
-    if website is None or website.status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING):
+    # One read, its research's state joined, as a row: no model instance, no second query.
+    row = step_row(
+        Website,
+        website_id,
+        ["research_id", "query_id", "url", "status", *RESEARCH_STATE],
+        f"SELECT w.research_id, w.query_id, w.url, w.status, {state_sql('r')} FROM {Website._meta.db_table} w "
+        f"JOIN {Research._meta.db_table} r ON r.id = w.research_id WHERE w.id = %s",
+    )
+    if row is None:
         return
-    if running_research(website.research_id) is None:
+    research_id, query_id, url, status, *state = row
+    if status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING) or not may_start(research_id, BudgetState(*state)):
         return
-    page = _claim_page(website)
+    website = Waiting(website_id, url, query_id)
+    page = _claim_page(research_id, website)
     if page is None:
         return
     # The page's lease, renewed while this fetch runs, stands for every website waiting on it.
@@ -46,31 +57,24 @@ def scrape_website(website_id: int) -> None:
             # No slot for the host in time: the page is given up, so the retry (or a website waiting on it) takes it.
             Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING).update(claimed_at=None)
             raise
-        _store_page(website.research_id, page, fetched, error)
+        _store_page(research_id, page, fetched, error)
 
 
-def _claim_page(website: Website) -> Page | None:
+def _claim_page(research_id: Any, website: FailedWebsite) -> Page | None:
     """Link the website to its research's page for the URL; the page if this step must fetch it, else None."""
-    this = Waiting(website.pk, website.url, website.query_id)
-    research_id = website.research_id
     with tree_transaction(research_id):
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
-        page, created = (
-            Page.objects.select_for_update()
-            .only("status", "claimed_at", "title", "http_status", "content_type", "failure_reason", "error")
-            .get_or_create(research_id=research_id, url=website.url)
-        )
-        if not Website.objects.filter(pk=website.pk, status__in=(WebsiteStatus.PENDING, WebsiteStatus.SCRAPING)).update(
-            status=WebsiteStatus.SCRAPING, page=page, claimed_at=timezone.now(), claimed_by=worker_name()
-        ):
+        page, created = _lock_page(research_id, website.url)
+        if not _claim_website(website.pk, page.pk):
             return None
+        transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
         reused = {"website_id": website.pk, "url": website.url, "reused": True}
         if page.status == PageStatus.FETCHED:
             record_event(research_id, EventType.SCRAPING, reused)
-            _to_analysis(research_id, page, [this])
+            _to_analysis(research_id, page, [website])
             return None
         if page.status == PageStatus.FAILED:
-            _fail(research_id, page, [this])
+            _fail(research_id, page, [website])
             return None
         # A fetcher renews its page's lease while it runs: a lapsed one is a dead worker's, to be taken over.
         stale = page.claimed_at is None or timezone.now() - page.claimed_at > timedelta(seconds=settings.LEASE_SECONDS)
@@ -81,6 +85,51 @@ def _claim_page(website: Website) -> Page | None:
         Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now())
         record_event(research_id, EventType.SCRAPING, {"website_id": website.pk, "url": website.url})
     return page
+
+
+def _lock_page(research_id: Any, url: str) -> tuple[Page, bool]:
+    """The research's page for the URL, locked, and whether this transaction inserted it."""
+    if connection.vendor == "postgresql":
+        # The usual case, a URL no website of the research had: one statement instead of get_or_create's four
+        # (select, savepoint, insert, release). Inserted unclaimed, as get_or_create did.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {Page._meta.db_table} (research_id, url, final_url, status, title, text, content_type, "
+                "bytes_read, failure_reason, error, created_at) VALUES (%s, %s, '', %s, '', '', '', 0, '', '', %s) "
+                "ON CONFLICT (research_id, url) DO NOTHING RETURNING id",
+                [
+                    Research._meta.pk.get_db_prep_value(research_id, connection),
+                    url,
+                    PageStatus.FETCHING,
+                    timezone.now(),
+                ],
+            )
+            row = cursor.fetchone()
+        if row is not None:
+            return Page(pk=row[0], research_id=research_id, url=url, status=PageStatus.FETCHING), True
+    return (
+        Page.objects.select_for_update()
+        .only("status", "claimed_at", "title", "http_status", "content_type", "failure_reason", "error")
+        .get_or_create(research_id=research_id, url=url)
+    )
+
+
+def _claim_website(website_id: int, page_id: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Website._meta.db_table} SET status = %s, page_id = %s, claimed_at = %s, claimed_by = %s "
+            "WHERE id = %s AND status IN (%s, %s)",
+            [
+                WebsiteStatus.SCRAPING,
+                page_id,
+                timezone.now(),
+                worker_name(),
+                website_id,
+                WebsiteStatus.PENDING,
+                WebsiteStatus.SCRAPING,
+            ],
+        )
+        return cursor.rowcount > 0
 
 
 def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
@@ -113,13 +162,14 @@ def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
 def _store_page(research_id: Any, page: Page, fetched: FetchedPage | None, error: FetchError | None) -> None:
     """Store the fetched page (or its failure) and move on every website waiting on it."""
     with tree_transaction(research_id):
-        if not Page.objects.select_for_update().filter(pk=page.pk, status=PageStatus.FETCHING).exists():
-            return  # a takeover finished it first
         now = timezone.now()
+        # Each update is conditional on the page still fetching, and locks it: none changes a page a takeover
+        # finished first.
+        fetching = Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING)
         if fetched is not None:
             page.title, page.http_status = fetched.title[:1000], fetched.status_code
             page.content_type = fetched.content_type[:200]
-            Page.objects.filter(pk=page.pk).update(
+            stored = fetching.update(
                 status=PageStatus.FETCHED,
                 final_url=fetched.final_url,
                 title=page.title,
@@ -133,13 +183,18 @@ def _store_page(research_id: Any, page: Page, fetched: FetchedPage | None, error
             assert error is not None
             page.failure_reason, page.error = error.reason[:40], error.message[:2000]
             page.http_status = error.status_code
-            Page.objects.filter(pk=page.pk).update(
+            stored = fetching.update(
                 status=PageStatus.FAILED,
                 failure_reason=page.failure_reason,
                 error=page.error,
                 http_status=page.http_status,
                 fetched_at=now,
             )
+        if not stored:
+            return  # a takeover finished it first
+        if fetched is not None and connection.vendor == "postgresql":
+            _fetched_to_analysis(research_id, page)
+            return
         waiting = [
             Waiting(*row)
             for row in Website.objects.select_for_update()
@@ -167,6 +222,31 @@ def _to_analysis(research_id: Any, page: Page, websites: list[Waiting]) -> None:
         http_status=page.http_status,
         content_type=page.content_type,
     )
+    dispatch.queue_each_on_commit(dispatch.ANALYZE, ids, research_id)
+
+
+def _fetched_to_analysis(research_id: Any, page: Page) -> None:
+    """`_to_analysis` for every website waiting on the page, in one statement: locked in key order, moved on, and
+    returned (PostgreSQL)."""
+    table = Website._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET status = %s, claimed_at = %s, claimed_by = %s, "
+            "title = CASE WHEN title = '' THEN %s ELSE title END, http_status = %s, content_type = %s "
+            f"WHERE id IN (SELECT id FROM {table} WHERE page_id = %s AND status = %s ORDER BY id FOR UPDATE) "
+            "RETURNING id",
+            [
+                WebsiteStatus.ANALYZING,
+                timezone.now(),
+                QUEUED,
+                page.title[:1000],
+                page.http_status,
+                page.content_type,
+                page.pk,
+                WebsiteStatus.SCRAPING,
+            ],
+        )
+        ids = sorted(row[0] for row in cursor.fetchall())
     dispatch.queue_each_on_commit(dispatch.ANALYZE, ids, research_id)
 
 

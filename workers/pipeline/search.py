@@ -12,7 +12,7 @@ from research.lifecycle import fail_research
 from research.models import EventType, QueryStatus, SerpQuery, Website, WebsiteStatus
 from workers.clients import search as search_client
 from workers.clients.searxng import SearchResult
-from workers.pipeline import progress
+from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
@@ -38,6 +38,7 @@ def run_query(query_id: int, task_id: str | None = None) -> None:
         started_at=query.started_at or timezone.now(),
     ):
         return  # another delivery of this search is under way
+    heartbeat.took_up()  # the claim replaced the task's reservation
 
     with holding(SerpQuery, query_id):
         _store_results(query, search_client.search(query.query))
