@@ -8,6 +8,7 @@ the runner reads the files of its workers before and after a run (`read`). Count
   `connection_created` signal): queries, inserts, updates, savepoints; an `executemany` counts one per parameter
   set. Not counted: the BEGIN psycopg sends before a transaction's first statement and the COMMIT or ROLLBACK
   that ends it (the bench counts commits from `pg_stat_database`).
+- Celery tasks: every task a worker starts (the `task_prerun` signal), duplicates and retries included.
 - Redis: every command redis-py packs for the server, synchronous (kombu's broker, the push locks and sequence
   keys, the rate limiters) and asynchronous (channels_redis's group sends), pipelines counted per command. Idle
   workers poll their queues (BRPOP with a timeout of a second), which counts too.
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
-counts = {"sql": 0, "redis": 0}
+counts = {"sql": 0, "redis": 0, "tasks": 0}
 # SQL statements by verb and first table ("UPDATE research_website"), Redis commands by name ("redis EVALSHA").
 kinds: Counter[str] = Counter()
 _TABLE = re.compile(r'(?:FROM|INTO|UPDATE|JOIN)\s+"?(\w+)', re.IGNORECASE)
@@ -79,11 +80,18 @@ def _patch_redis() -> None:
         cls.pack_command = counting(cls.pack_command)  # type: ignore[method-assign]
 
 
+def _count_task(**kwargs: Any) -> None:
+    with _lock:
+        counts["tasks"] += 1
+
+
 def install() -> None:
     """Count from now on (idempotent)."""
+    from celery.signals import task_prerun
     from django.db import connections
     from django.db.backends.signals import connection_created
 
+    task_prerun.connect(_count_task, dispatch_uid="bench-instrument-tasks", weak=False)
     connection_created.connect(_on_connection, dispatch_uid="bench-instrument")
     for connection in connections.all(initialized_only=True):
         _on_connection(None, connection)
@@ -109,13 +117,13 @@ def _write_forever(folder: Path) -> None:
 def read(folder: Path, pids: list[int]) -> dict[str, Any]:
     """The summed totals the processes `pids` last wrote (a process that wrote nothing yet counts 0), with
     `kinds`, the statements by kind."""
-    total: dict[str, Any] = {"sql": 0, "redis": 0, "kinds": Counter()}
+    total: dict[str, Any] = {"sql": 0, "redis": 0, "tasks": 0, "kinds": Counter()}
     for pid in pids:
         try:
             written = json.loads((folder / f"{pid}.json").read_text())
         except (OSError, ValueError):
             continue
-        for key in ("sql", "redis"):
+        for key in ("sql", "redis", "tasks"):
             total[key] += int(written.get(key, 0))
         total["kinds"].update(written.get("kinds", {}))
     return total

@@ -178,8 +178,9 @@ class RunMeter:
     """Everything metered around one run: CPU by process (CpuMeter), commits and sessions, the SQL statements and
     Redis commands the workers and this runner sent (bench/instrument.py), and the Redis server's commands.
 
-    `used` after the `with`: workers, runner, postgres (CPU seconds), commits, sessions, sql, redis (the workers'
-    commands), runner_redis (this process: starts and the websocket watcher), redis_server (all clients)."""
+    `used` after the `with`: workers, runner, postgres (CPU seconds), commits, sessions, sql, tasks_run (Celery
+    tasks the workers started), redis (the workers' commands), runner_redis (this process: starts and the websocket
+    watcher), redis_server (all clients)."""
 
     def __init__(self, stack: Any, worker_pids: list[int]) -> None:
         self.stack, self.worker_pids = stack, worker_pids
@@ -203,6 +204,7 @@ class RunMeter:
         self.used = dict(self.cpu.stop())
         workers, runner, server = self._counts()
         self.used["sql"] = workers["sql"] - self._before[0]["sql"]
+        self.used["tasks_run"] = workers["tasks"] - self._before[0]["tasks"]
         self.used["redis"] = workers["redis"] - self._before[0]["redis"]
         self.used["runner_redis"] = runner["redis"] - self._before[1]["redis"]
         self.used["redis_server"] = server - self._before[2]
