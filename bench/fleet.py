@@ -47,7 +47,7 @@ def estimate(runs: dict[str, list[Any]], lat: dict[str, float], researches: int,
     slots = researches * slot_seconds / wall
     ws_bytes = solo["watched"]["bytes"]
     ws_ratio = ws_bytes / solo["snapshot_bytes"]
-    snapshot_ms = max((s["build_ms"] for s in runs.get("snapshot", []) if s["queries"] == 110), default=float("nan"))
+    delta_ms = max((d["build_ms"] for d in runs.get("delta", [])), default=float("nan"))
     shape = f"({solo['breadth']},{solo['depth']})"
     src_many = "Many: one research alone"
     return [
@@ -97,18 +97,16 @@ def estimate(runs: dict[str, list[Any]], lat: dict[str, float], researches: int,
         ),
         (
             "websocket bytes per second, one client each",
-            # Whole snapshots pushed up to once a second: a research k times longer may get k times the pushes.
-            f"{researches * ws_bytes / wall / 1e6:,.0f}"
-            + (f"–{researches * ws_bytes / (wall / slower) / 1e6:,.0f}" if slower > 1 else "")
-            + " MB/s",
+            # Deltas: a research sends what changed, so its bytes follow its rows, not the number of its pushes.
+            f"{researches * ws_bytes / wall / 1e6:,.1f} MB/s",
             f"{ws_bytes / 1e6:.2f} MB to one client over the {shape}, {ws_ratio:.1f}× its final snapshot ({src_many}"
             "; Critical: (4,3) pushed to one websocket client / final snapshot is the same measure at (4,3))",
         ),
         (
-            "snapshot builds, cores (at most one push a second per research)",
-            f"{researches * snapshot_ms / 1000:,.0f}",
-            f"{snapshot_ms:.0f} ms per build at 110 × 7 (Snapshots: the slower row at 110 queries), an upper "
-            f"bound for a {shape}",
+            "pusher cores (at most one push a second per research)",
+            f"{researches * delta_ms / 1000:,.1f}",
+            f"{delta_ms:.1f} ms per push of one event at 110 × 7 (Snapshots and deltas: delta of one event); a "
+            "push of a busy second carries more rows",
         ),
     ]
 

@@ -10,7 +10,7 @@ Parts (all by default, in this order, one stack for all of them):
   reference  the level-synchronous-4 and per-branch-2 reference schedulers at (4,3) and (5,5), against the
              engine's critical-part runs (so `reference` needs `critical` in the same run)
   scaling    (4,3) on 1, 2, 4, 8 worker processes of a few slots each (latency-bound: slots are the limit)
-  snapshots  snapshot build time, size and SQL queries at 110 queries × 7 pages
+  snapshots  snapshot build time, size and SQL queries at 110 queries × 7 pages, and the delta of one event there
   adaptive   adaptive against fixed mode at (4,3) on a "simple" and a "complex" request (bench/adaptive.py):
              model calls, cost, wall time and depth reached; the target is 30 %+ fewer calls on the simple one
              at no more than 10 % extra cost on average
