@@ -94,59 +94,16 @@ class LockSample:
         return self.busy / self.samples if self.samples else 0.0
 
 
-class LockSampler:
-    """Samples pg_stat_activity every `interval` seconds: how many of the bench database's backends are blocked
-    on a lock in a statement that touches `research_research` (the research row every tree write locks)."""
+class _Sampler:
+    """A thread that runs `sample` on its own autocommit connection every `interval` seconds until the `with`
+    ends."""
 
-    def __init__(self, database_url: str, database_name: str, interval: float = 0.1) -> None:
+    def __init__(self, database_url: str, database_name: str, interval: float) -> None:
         self.database_url, self.database_name, self.interval = database_url, database_name, interval
-        self.result = LockSample()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-lock-sampler", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"bench-{type(self).__name__}", daemon=True)
 
-    def __enter__(self) -> LockSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        with psycopg.connect(self.database_url, autocommit=True) as conn:
-            while not self._stop.wait(self.interval):
-                row = conn.execute(
-                    "SELECT count(*) FILTER (WHERE state = 'active'),"
-                    " count(*) FILTER (WHERE wait_event_type = 'Lock' AND query LIKE '%%research_research%%')"
-                    " FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                    [self.database_name],
-                ).fetchone()
-                if row is None:
-                    continue
-                self.result.samples += 1
-                self.result.busy += row[0]
-                self.result.waiting_research_row += row[1]
-
-
-class ConnectionSampler:
-    """Samples how many PostgreSQL connections the bench database has (pg_stat_activity, this sampler's own
-    excluded) every `interval` seconds: peak and mean."""
-
-    def __init__(self, database_url: str, database_name: str, interval: float = 0.25) -> None:
-        self.database_url, self.database_name, self.interval = database_url, database_name, interval
-        self.samples: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-connection-sampler", daemon=True)
-
-    @property
-    def peak(self) -> int:
-        return max(self.samples, default=0)
-
-    @property
-    def mean(self) -> float:
-        return sum(self.samples) / len(self.samples) if self.samples else 0.0
-
-    def __enter__(self) -> ConnectionSampler:
+    def __enter__(self) -> Any:
         self._thread.start()
         return self
 
@@ -157,13 +114,58 @@ class ConnectionSampler:
     def _run(self) -> None:
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             while True:
-                row = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                    [self.database_name],
-                ).fetchone()
-                self.samples.append(int(row[0]) if row else 0)
+                self.sample(conn)
                 if self._stop.wait(self.interval):
                     return
+
+    def sample(self, conn: psycopg.Connection) -> None:
+        raise NotImplementedError
+
+
+class LockSampler(_Sampler):
+    """Samples pg_stat_activity every `interval` seconds: how many of the bench database's backends are blocked
+    on a lock in a statement that touches `research_research` (the research row every tree write locks)."""
+
+    def __init__(self, database_url: str, database_name: str, interval: float = 0.1) -> None:
+        super().__init__(database_url, database_name, interval)
+        self.result = LockSample()
+
+    def sample(self, conn: psycopg.Connection) -> None:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE state = 'active'),"
+            " count(*) FILTER (WHERE wait_event_type = 'Lock' AND query LIKE '%%research_research%%')"
+            " FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [self.database_name],
+        ).fetchone()
+        if row is None:
+            return
+        self.result.samples += 1
+        self.result.busy += row[0]
+        self.result.waiting_research_row += row[1]
+
+
+class ConnectionSampler(_Sampler):
+    """Samples how many PostgreSQL connections the bench database has (pg_stat_activity, this sampler's own
+    excluded) every `interval` seconds: peak and mean."""
+
+    def __init__(self, database_url: str, database_name: str, interval: float = 0.25) -> None:
+        super().__init__(database_url, database_name, interval)
+        self.samples: list[int] = []
+
+    @property
+    def peak(self) -> int:
+        return max(self.samples, default=0)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.samples) / len(self.samples) if self.samples else 0.0
+
+    def sample(self, conn: psycopg.Connection) -> None:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [self.database_name],
+        ).fetchone()
+        self.samples.append(int(row[0]) if row else 0)
 
 
 def redis_commands_processed(url: str) -> int:
