@@ -21,12 +21,10 @@ import copy
 import hashlib
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count, Subquery
 
 from research.models import (
@@ -48,6 +46,7 @@ from research.snapshot import (
     SNAPSHOT_VERSION,
     WEBSITE_FIELDS,
     build_snapshot,
+    consistent_view,
     documents,
     event_payload,
     memory_state,
@@ -75,21 +74,6 @@ class Since:
 
 class DeltaMismatch(ValueError):
     """A delta names rows the state does not have: the state is not the one the delta follows."""
-
-
-@contextmanager
-def consistent_view() -> Iterator[int | None]:
-    """A transaction in which every read sees one moment (REPEATABLE READ on PostgreSQL); yields the oldest
-    transaction id still running at that moment, or None where there is no such thing (SQLite)."""
-    with transaction.atomic():
-        if connection.vendor != "postgresql":
-            yield None
-            return
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            # The first statement takes the transaction's view, so this is the view every later read sees.
-            cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
-            yield cursor.fetchone()[0]
 
 
 def read_push(
@@ -211,19 +195,18 @@ def _memory(research_pk: Any, item_ids: list[int]) -> dict[str, Any]:
     """For each memory section with a changed item (new, or closed): the order of its open items and the changed
     open ones."""
     changed = set(item_ids)
-    kinds = MemoryItem.objects.filter(pk__in=item_ids).values("kind")
-    memory: dict[str, Any] = {}
+    kinds = set(MemoryItem.objects.filter(pk__in=item_ids).values_list("kind", flat=True))
+    # Every section with a changed item is sent, even one whose items are all closed now.
+    memory: dict[str, Any] = {MEMORY_SECTIONS[kind]: {"order": [], "rows": []} for kind in kinds}
     for row in (
         MemoryItem.objects.filter(research_id=research_pk, closed=False, kind__in=kinds)
         .order_by("id")
         .values(*MEMORY_FIELDS)
     ):
-        section = memory.setdefault(MEMORY_SECTIONS[row["kind"]], {"order": [], "rows": []})
+        section = memory[MEMORY_SECTIONS[row["kind"]]]
         section["order"].append(row["id"])
         if row["id"] in changed:
             section["rows"].append(memory_state(row))
-    for kind in set(MemoryItem.objects.filter(pk__in=item_ids).values_list("kind", flat=True)):
-        memory.setdefault(MEMORY_SECTIONS[kind], {"order": [], "rows": []})  # every item of it closed
     return memory
 
 

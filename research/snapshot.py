@@ -5,6 +5,8 @@ The shape is published in research/schemas/snapshot.v<N>.json; bump SNAPSHOT_VER
 """
 
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -294,16 +296,28 @@ def event_payload(event: Event) -> dict[str, Any]:
     return {"seq": event.seq, "type": event.type, "data": event.data, "created_at": event.created_at.isoformat()}
 
 
+@contextmanager
+def consistent_view() -> Iterator[int | None]:
+    """A transaction in which every read sees one moment (REPEATABLE READ on PostgreSQL); yields the oldest
+    transaction id still running at that moment, or None where there is no such thing (SQLite)."""
+    with transaction.atomic():
+        if connection.vendor != "postgresql":
+            yield None
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            # The first statement takes the transaction's view, so this is the view every later read sees.
+            cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+            yield cursor.fetchone()[0]
+
+
 def read_history(research_id: Any, after: int, limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The events after seq `after` (at most `limit`) and the snapshot, read in one consistent view.
 
     Both are read in one REPEATABLE READ transaction on PostgreSQL: an event committed between two separate
     reads would otherwise be in the snapshot but not among the events sent with it. Raises Research.DoesNotExist.
     """
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    with consistent_view():
         rows = Event.objects.filter(research_id=research_id, seq__gt=after).order_by("seq")[:limit]
         events = [event_payload(event) for event in rows]
         return events, build_snapshot(research_id)
