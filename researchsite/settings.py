@@ -173,14 +173,21 @@ TASK_EVENTS = env_bool("TASK_EVENTS", False)
 CELERY_WORKER_SEND_TASK_EVENTS = TASK_EVENTS
 CELERY_TASK_SEND_SENT_EVENT = TASK_EVENTS
 CELERY_TASK_ALWAYS_EAGER = False
-# Control steps (start, planning, report, sweep) have a queue of their own, so they never wait behind thousands of
-# scrapes and analyses. A worker consumes every queue listed here and takes from each in turn.
+# Control steps (follow-up questions, start, planning, report, sweep) have a queue of their own, so they never wait
+# behind thousands of scrapes and analyses. A worker consumes every queue listed here and takes from each in turn.
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 # Each queue with its own routing key: with the default key both would be bound to it, and get every message.
 CELERY_TASK_QUEUES = (Queue("celery", routing_key="celery"), Queue("control", routing_key="control"))
 CELERY_TASK_ROUTES = {
     f"workers.tasks.{name}": {"queue": "control"}
-    for name in ("start_research_task", "plan_queries_task", "write_report_task", "assemble_report_task", "sweep_task")
+    for name in (
+        "generate_followups_task",
+        "start_research_task",
+        "plan_queries_task",
+        "write_report_task",
+        "assemble_report_task",
+        "sweep_task",
+    )
 }
 # Celery's Django fixup closes the DB connection around every task unless told to reuse it (measured: 7.2 ms vs
 # 1.5 ms per DB-writing task). It reads this from the app's configuration, not from the environment.
@@ -254,9 +261,16 @@ APP_BASE_URL = env_url("APP_BASE_URL", "http://127.0.0.1:8000")
 # Seconds a collection link is accepted after it was signed; workers renew a stored link when they fetch it.
 COLLECTION_LINK_MAX_AGE = env_int("COLLECTION_LINK_MAX_AGE", 3600, minimum=60)
 LLM_MODEL = env_str("LLM_MODEL") or "gpt-4o-mini"
-LLM_AGENT_MODELS = {
-    agent: env_str(f"LLM_MODEL_{agent.upper()}") or LLM_MODEL
-    for agent in ("prompt_analyzer", "query_generator", "website_analyzer", "report_writer", "evaluator", "memory")
+LLM_AGENTS = ("prompt_analyzer", "query_generator", "website_analyzer", "report_writer", "evaluator", "memory")
+LLM_AGENT_MODELS = {agent: env_str(f"LLM_MODEL_{agent.upper()}") or LLM_MODEL for agent in LLM_AGENTS}
+# The model's context window in tokens (0: ask the server: vLLM's /v1/models, llama.cpp's /props, Ollama's
+# /api/ps and /api/show; else learn it from the server's context-length error). Every prompt is cut to fit it with
+# room for the answer. LLM_CONTEXT_TOKENS_<AGENT> for an agent whose model has another window.
+LLM_CONTEXT_TOKENS = env_int("LLM_CONTEXT_TOKENS", 0, minimum=0)
+LLM_CONTEXT_TOKENS_AGENTS = {
+    agent: env_int(f"LLM_CONTEXT_TOKENS_{agent.upper()}", 0, minimum=0)
+    for agent in LLM_AGENTS
+    if env_int(f"LLM_CONTEXT_TOKENS_{agent.upper()}", 0, minimum=0)
 }
 # Dollars per million prompt (input) and completion (output) tokens. LLM_PRICES (JSON) adds models or replaces
 # these; a model missing here has an unknown cost, and a research using it cannot take a dollar budget.
@@ -275,8 +289,9 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 5, minimum=0, maximum=20)
 LLM_INVALID_OUTPUT_RETRIES = env_int("LLM_INVALID_OUTPUT_RETRIES", 2, minimum=0, maximum=10)
 # Seconds one model call may take in all: attempts, backoff between them and re-asks for invalid output.
 LLM_CALL_DEADLINE = env_float("LLM_CALL_DEADLINE", 300.0, minimum=1.0)
-# Seconds the follow-up questions request may wait for the model before it answers 504.
-QUESTIONS_DEADLINE = env_float("QUESTIONS_DEADLINE", 60.0, minimum=1.0)
+# Seconds the follow-up questions request waits for a worker to write them; past that it answers 202 and the
+# questions arrive in the snapshot and over the websocket (the model call itself has LLM_CALL_DEADLINE).
+QUESTIONS_WAIT_SECONDS = env_float("QUESTIONS_WAIT_SECONDS", 20.0, minimum=0.0)
 
 # host:port reaches the endpoint on every hop; host:port/path/ only under that path, and only as the URL a fetch
 # starts from, never through a redirect (workers/clients/fetch.py). The web app's own endpoint is only ever
@@ -343,7 +358,7 @@ LLM_RATE_LIMIT = env_float("LLM_RATE_LIMIT", 20.0, minimum=0.0)
 SEARCH_RATE_LIMIT = env_float("SEARCH_RATE_LIMIT", 5.0, minimum=0.0)
 # Pages fetched at once from one host, across all workers.
 SCRAPE_PER_HOST_CONCURRENCY = env_int("SCRAPE_PER_HOST_CONCURRENCY", 4, minimum=0)
-# Token budgets for what goes into one prompt (about 4 characters a token).
+# Token budgets for what goes into one prompt, at most: each is cut further to fit the model's context window.
 PAGE_TOKEN_BUDGET = env_int("PAGE_TOKEN_BUDGET", 6000, minimum=200)
 LEARNINGS_TOKEN_BUDGET = env_int("LEARNINGS_TOKEN_BUDGET", 3000, minimum=100)
 REPORT_TOKEN_BUDGET = env_int("REPORT_TOKEN_BUDGET", 60000, minimum=1000)

@@ -15,6 +15,7 @@ from tests.fakes.behaviours import ResearchModel
 from tests.support.e2e import WORKER_ENV, settle
 from tests.support.logins import PASSWORD
 from tests.support.testrun import release_test_run
+from workers.clients import model_window
 
 
 @pytest.fixture(scope="session")
@@ -59,12 +60,20 @@ def internet(fake_web: FakeWeb, fake_searx: FakeSearx, fake_llm: FakeLLM) -> Ite
 
 @pytest.fixture
 def fakes(internet: dict[str, str], fake_web: FakeWeb, fake_searx: FakeSearx, fake_llm: FakeLLM) -> Iterator[None]:
-    """A test that uses the fakes starts with clean switches and logs, and leaves them clean."""
+    """A test that uses the fakes starts with clean switches and logs, and leaves them clean; what this process
+    learned of the model server (its formats, window, tokens, speed) is forgotten with them."""
     for fake in (fake_web, fake_searx, fake_llm):
         fake.reset()
+    forget_model_servers()
     yield
     for fake in (fake_web, fake_searx, fake_llm):
         fake.reset()
+    forget_model_servers()
+
+
+def forget_model_servers() -> None:
+    """What every process learned of the model server (kept in Redis), so the next test meets it afresh."""
+    model_window.forget()
 
 
 @pytest.fixture

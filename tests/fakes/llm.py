@@ -1,13 +1,19 @@
 """FakeLLM: an OpenAI-compatible chat-completions server that answers schema-valid JSON.
 
 Point the `openai` client at `fake.url + "/v1"`. The JSON schema comes from `response_format`
-(`json_schema` mode) or, in `json_object` mode, from two lines the app writes into a message:
+(`json_schema` mode) or, in `json_object` and plain-text modes, from two lines the app writes into a message:
 `JSON schema name: <name>` and, later, `JSON schema: <one-line JSON>`.
+
+Switches make it behave like the servers teams run (see `FakeLLM`): a context window enforced as vLLM does it,
+reported where vLLM, llama.cpp or Ollama report it; Ollama's silent truncation of a long prompt's start; reasoning
+blocks; JSON in prose and fences; no `json_schema` or no `json_object`; answers cut at their limit; a tokenizer
+that does not count four characters a token.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections import deque
@@ -63,8 +69,6 @@ def find_schema(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None
     if kind == "json_schema":
         spec = fmt.get("json_schema") or {}
         return spec.get("name"), spec.get("schema") or {}, "json_schema"
-    if kind != "json_object":
-        return None, None, "text"
     name: str | None = None
     schema: dict[str, Any] | None = None
     # System messages first: that is where apps put format instructions.
@@ -79,6 +83,9 @@ def find_schema(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None
                 schema, _ = json.JSONDecoder().raw_decode(m.group(1).strip())
             except ValueError:
                 schema = None
+    if kind != "json_object":
+        # Plain text: a model answers JSON only when the prompt asks for it with a schema.
+        return (name, schema, "text") if isinstance(schema, dict) and schema else (None, None, "text")
     # json_object mode promises an object even when the app sent no schema lines.
     return name, schema if isinstance(schema, dict) and schema else {"type": "object"}, "json_object"
 
@@ -195,6 +202,22 @@ class FakeLLM(FakeServer):
     `array_len` bends the generic generator's array lengths past the schema's limits:
     `fake.array_len = 1`, or `fake.array_len = lambda name, path, n: n + 2` (path like "queries" or
     "sections[].quotes"; n is the length the schema asks for). `reset()` also clears `handlers`.
+
+    Servers as teams run them, each a switch:
+    - `context_window = N`: vLLM's window. A prompt plus `max_tokens` over N is refused with vLLM's 400 message;
+      without `max_tokens` the answer is cut at what the window leaves (`finish_reason: "length"`). Where the
+      window shows: `window_api` "vllm" (`max_model_len` in `GET /v1/models`), "llamacpp" (`GET /props`),
+      "ollama" (`POST /api/show` `num_ctx`) or None (nowhere).
+    - `truncate_prompt_to = N`: Ollama's default context. A longer prompt loses its start silently, and `usage`
+      counts N; `POST /api/show` reports only the trained context (`trained_context`).
+    - `chars_per_token = 3.0`: how the tokenizer counts (None: one token a word); `usage` and the window use it.
+    - `think = True`: a `<think>` block, with a draft JSON inside, before the answer; `reasoning_field = True`: the
+      reasoning in `reasoning_content` instead (a server with a reasoning parser).
+    - `prose = True`: "Sure! Here is the JSON:", the JSON in a fence, and a closing sentence.
+    - `supports_json_schema = False` / `supports_json_object = False`: 400 for that response format.
+    - `cut_next(n)`: the next n answers stop halfway, `finish_reason: "length"`; an answer longer than
+      `max_tokens` is always cut there.
+    - `first_delay = s`: the first completion request waits s seconds before it answers.
     """
 
     def __init__(self, model: str = "fake-model") -> None:
@@ -209,6 +232,18 @@ class FakeLLM(FakeServer):
             self.handlers.clear()
             self.array_len: ArrayLen = None
             self.supports_json_schema = True
+            self.supports_json_object = True
+            self.context_window: int | None = None
+            self.window_api: str | None = "vllm"
+            self.truncate_prompt_to: int | None = None
+            self.trained_context = 131072
+            self.chars_per_token: float | None = None
+            self.think = False
+            self.reasoning_field = False
+            self.prose = False
+            self.first_delay = 0.0
+            self._cuts = 0
+            self.overflows = 0  # requests refused because they did not fit the window
             self.delay = 0.0
             self.delays: dict[str, float] = {}
             self.text_reply: str | Callable[[dict[str, Any]], str] = "ok"
@@ -239,6 +274,20 @@ class FakeLLM(FakeServer):
         with self._lock:
             self._always = status
 
+    def cut_next(self, count: int = 1) -> None:
+        """The next `count` answers stop halfway with `finish_reason: "length"`."""
+        with self._lock:
+            self._cuts += count
+
+    def tokens(self, text: str) -> int:
+        """Tokens in `text` as this fake's tokenizer counts them."""
+        if self.chars_per_token:
+            return math.ceil(len(text) / self.chars_per_token)
+        return len(text.split())
+
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        return sum(self.tokens(message_text(m)) for m in body.get("messages") or [])
+
     def pending_faults(self) -> int:
         """Queued faults not yet served: 0 means every `fail_next` / `invalid_json_next` reached a client."""
         with self._lock:
@@ -265,7 +314,13 @@ class FakeLLM(FakeServer):
     def handle(self, request: Request) -> None:
         path = request.record.path.rstrip("/")
         if request.command == "GET" and path in ("/v1/models", "/models"):
-            request.send_json(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
+            entry: dict[str, Any] = {"id": self.model, "object": "model", "owned_by": "fake"}
+            if self.context_window and self.window_api == "vllm":
+                entry["max_model_len"] = self.context_window
+            request.send_json(200, {"object": "list", "data": [entry]})
+            return
+        if path in ("/props", "/api/show", "/api/ps"):
+            self._window_endpoint(request, path)
             return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             request.send_json(404, error_body(404, f"Unknown path {path}"))
@@ -279,10 +334,14 @@ class FakeLLM(FakeServer):
             return
         name, schema, mode = find_schema(body)
 
-        self.sleep(self.delay + (self.delays.get(name, 0.0) if name else 0.0))
+        with self._lock:
+            first, self.first_delay = self.first_delay, 0.0
+        self.sleep(first + self.delay + (self.delays.get(name, 0.0) if name else 0.0))
         with self._lock:
             always = self._always
-            unsupported = mode == "json_schema" and not self.supports_json_schema
+            unsupported = (mode == "json_schema" and not self.supports_json_schema) or (
+                mode == "json_object" and not self.supports_json_object
+            )
             fault = self._faults.popleft() if always is None and not unsupported and self._faults else None
             self._served += 1
             if fault is None and always is None and self._every and self._served % self._every[0] == 0:
@@ -291,7 +350,20 @@ class FakeLLM(FakeServer):
             self._send_error(request, always, None)
             return
         if unsupported:
-            message = "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."
+            message = f"Invalid parameter: 'response_format' of type '{mode}' is not supported with this model."
+            request.send_json(400, error_body(400, message))
+            return
+        body = self._truncated(body)
+        prompt = self.prompt_tokens(body)
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        if self.context_window and prompt + (max_tokens or 0) > self.context_window:
+            with self._lock:
+                self.overflows += 1
+            message = (
+                f"This model's maximum context length is {self.context_window} tokens. However, you requested "
+                f"{prompt + (max_tokens or 0)} tokens ({prompt} in the messages, {max_tokens or 0} in the "
+                "completion). Please reduce the length of the messages or completion."
+            )
             request.send_json(400, error_body(400, message))
             return
         if fault is not None and fault.kind == "error":
@@ -300,15 +372,66 @@ class FakeLLM(FakeServer):
 
         if fault is not None:
             content = INVALID_JSON
-        elif mode == "text":
+        elif schema is None:
             reply = self.text_reply
             content = reply(body) if callable(reply) else reply
         else:
-            assert schema is not None
             handler = self.handlers.get(name) if name else None
             result = handler(body, schema) if handler else self.generate(name or "", schema)
             content = result if isinstance(result, str) else json.dumps(result)
+            content = self._dressed(content)
         self._send_completion(request, body, content)
+
+    def _dressed(self, content: str) -> str:
+        """The answer as the switched-on model habits wrap it."""
+        if self.prose:
+            fenced = f"```json\n{content}\n```"
+            content = f"Sure! Here is the JSON you asked for:\n\n{fenced}\n\nLet me know if you need anything else."
+        if self.think:
+            draft = '{"draft": true, "questions": ["not this one"]}'
+            content = (
+                "<think>\nThe user wants JSON. Let me think about the answer step by step before I write it. A first "
+                f"draft could be {draft}, but that is not quite right; I will write the final answer now.\n</think>\n\n"
+                + content
+            )
+        return content
+
+    def _truncated(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Ollama's silent cut: a prompt over `truncate_prompt_to` tokens keeps only its end."""
+        limit = self.truncate_prompt_to
+        if not limit or self.prompt_tokens(body) <= limit:
+            return body
+        kept: list[dict[str, Any]] = []
+        left = limit
+        for message in reversed(body["messages"]):
+            text = message_text(message)
+            size = self.tokens(text)
+            if size <= left:
+                kept.insert(0, message)
+                left -= size
+                continue
+            if left > 0:
+                if self.chars_per_token:
+                    tail = text[len(text) - int(left * self.chars_per_token) :]
+                else:
+                    tail = " ".join(text.split()[-left:])
+                kept.insert(0, {**message, "content": tail})
+            break
+        return {**body, "messages": kept}
+
+    def _window_endpoint(self, request: Request, path: str) -> None:
+        """Where llama.cpp and Ollama say what window a model runs with."""
+        window = self.context_window
+        if path == "/props" and self.window_api == "llamacpp" and window:
+            request.send_json(200, {"default_generation_settings": {"n_ctx": window}, "total_slots": 1})
+        elif path == "/api/show" and (self.window_api == "ollama" or self.truncate_prompt_to):
+            parameters = f"num_ctx {window}\nstop <|eot_id|>" if window and self.window_api == "ollama" else ""
+            info = {"general.architecture": "llama", "llama.context_length": self.trained_context}
+            request.send_json(200, {"parameters": parameters, "model_info": info, "details": {"format": "gguf"}})
+        elif path == "/api/ps" and self.window_api == "ollama":
+            request.send_json(200, {"models": []})
+        else:
+            request.send_json(404, error_body(404, f"Unknown path {path}"))
 
     def _send_error(self, request: Request, status: int, retry_after: float | None) -> None:
         headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
@@ -319,14 +442,28 @@ class FakeLLM(FakeServer):
             self._seq += 1
             completion_id = f"chatcmpl-fake{self._seq:06d}"
         model = body.get("model") or self.model
-        prompt_tokens = sum(len(message_text(m).split()) for m in body["messages"])
-        completion_tokens = len(content.split())
+        prompt_tokens = self.prompt_tokens(body)
+        limit = body.get("max_tokens") or body.get("max_completion_tokens")
+        if self.context_window and not limit:
+            limit = max(1, self.context_window - prompt_tokens)
+        finish = "stop"
+        with self._lock:
+            cut_now = self._cuts > 0
+            self._cuts -= 1 if cut_now else 0
+        if cut_now:
+            limit = max(1, min(limit or 10**9, self.tokens(content) // 2))
+        if limit and self.tokens(content) > limit:
+            content, finish = self._cut(content, limit), "length"
+        completion_tokens = self.tokens(content)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
         created = int(time.time())
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        if self.reasoning_field:
+            message["reasoning_content"] = 'The user wants JSON; a draft {"draft": true} will not do.'
         if body.get("stream"):
             self._send_stream(request, completion_id, created, model, content, usage, body)
             return
@@ -341,14 +478,19 @@ class FakeLLM(FakeServer):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": content, "refusal": None},
+                        "message": message,
                         "logprobs": None,
-                        "finish_reason": "stop",
+                        "finish_reason": finish,
                     }
                 ],
                 "usage": usage,
             },
         )
+
+    def _cut(self, content: str, limit: int) -> str:
+        if self.chars_per_token:
+            return content[: int(limit * self.chars_per_token)]
+        return " ".join(content.split(" ")[:limit])
 
     @staticmethod
     def _send_stream(

@@ -6,6 +6,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from workers.clients.model_window import Room
+
 # A rough, model-independent estimate: English text averages about four characters per token.
 CHARS_PER_TOKEN = 4
 
@@ -29,9 +31,10 @@ def relaxed(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def trim_to_tokens(text: str, max_tokens: int) -> str:
-    """Cut text to about `max_tokens` tokens, at a paragraph or sentence boundary when one is near."""
-    limit = max_tokens * CHARS_PER_TOKEN
+def trim_to_tokens(text: str, max_tokens: int, room: Room | None = None) -> str:
+    """Cut text to about `max_tokens` tokens, at a paragraph or sentence boundary when one is near; in the room's
+    model's characters per token when a room is given, else the rough estimate."""
+    limit = room.chars(max_tokens) if room is not None else max_tokens * CHARS_PER_TOKEN
     if len(text) <= limit:
         return text
     cut = text[:limit]

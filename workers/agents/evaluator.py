@@ -13,6 +13,7 @@ from django.conf import settings
 from research.text.storable import storable_data
 from workers.agents.common import Fence, trim_to_tokens
 from workers.clients.llm import InvalidOutputError, complete_json
+from workers.clients.model_window import Room
 
 BRANCH_NAME = "branch_evaluation"
 RESEARCH_NAME = "research_evaluation"
@@ -90,14 +91,18 @@ def _request(prompt: str, answers: list[tuple[str, str]]) -> str:
     return "\n\n".join(parts)
 
 
-def learnings_block(learnings: list[Learning]) -> str:
-    """The learnings numbered by source, fenced: they come from web pages."""
+def learnings_block(learnings: list[Learning], room: Room | None = None, *fixed: str) -> str:
+    """The learnings numbered by source, fenced: they come from web pages. Within LEARNINGS_TOKEN_BUDGET, and
+    within what the room leaves once the `fixed` texts are in."""
     sources: dict[str, int] = {}
     lines = []
     for learning in learnings:
         number = sources.setdefault(learning.url, len(sources) + 1)
         lines.append(f"- [source {number}] {learning.fact}")
-    text = trim_to_tokens("\n".join(lines) or "(nothing was learned)", settings.LEARNINGS_TOKEN_BUDGET)
+    budget = settings.LEARNINGS_TOKEN_BUDGET
+    if room is not None:
+        budget = min(budget, room.left(SYSTEM, *fixed, reserve=64))
+    text = trim_to_tokens("\n".join(lines) or "(nothing was learned)", budget, room)
     fence = Fence.new("LEARNINGS")
     return f"The learnings, between {fence.start} and {fence.end}:\n{fence.around(text)}"
 
@@ -122,15 +127,20 @@ def evaluate_branch(
 ) -> tuple[BranchEvaluation, int, int]:
     """The branch's scores, gaps and directions. Returns (evaluation, prompt_tokens, completion_tokens); a model
     that keeps answering off the schema is replaced by the extractive judgement, so a branch always decides."""
-    user = (
+    head = (
         f"{_request(prompt, answers)}\n\nThe branch: query depth: {depth}\nround: {round_}\n"
-        f"Search query: {query}\nObjective: {objective}\n\n{learnings_block(learnings)}\n\n"
-        "Score the branch's learnings against the request and the objective."
+        f"Search query: {query}\nObjective: {objective}\n\n"
     )
+    closing = "\n\nScore the branch's learnings against the request and the objective."
+
+    def build(room: Room) -> list[dict[str, str]]:
+        user = head + learnings_block(learnings, room, head, closing) + closing
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
     try:
         result = complete_json(
             "evaluator",
-            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+            build,
             BRANCH_NAME,
             BRANCH_SCHEMA,
         )
@@ -152,14 +162,17 @@ def evaluate_research(
     prompt: str, answers: list[tuple[str, str]], round_: int, learnings: list[Learning]
 ) -> tuple[ResearchEvaluation, int, int]:
     """The whole research's coverage of the request: an overall score and the gaps left."""
-    user = (
-        f"{_request(prompt, answers)}\n\nThe whole research so far: gap-filling rounds done: {round_}\n\n"
-        f"{learnings_block(learnings)}\n\nScore how completely these learnings answer the request."
-    )
+    head = f"{_request(prompt, answers)}\n\nThe whole research so far: gap-filling rounds done: {round_}\n\n"
+    closing = "\n\nScore how completely these learnings answer the request."
+
+    def build(room: Room) -> list[dict[str, str]]:
+        user = head + learnings_block(learnings, room, head, closing) + closing
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
     try:
         result = complete_json(
             "evaluator",
-            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+            build,
             RESEARCH_NAME,
             RESEARCH_SCHEMA,
         )

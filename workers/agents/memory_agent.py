@@ -13,6 +13,7 @@ from django.conf import settings
 from research.text.storable import storable
 from workers.agents.common import Fence, relaxed, trim_to_tokens
 from workers.clients.llm import complete_json
+from workers.clients.model_window import Room
 
 NAME = "memory_update"
 MAX_ITEMS = 12
@@ -119,19 +120,26 @@ def update_memory(
     prompt: str, objective: str, sources: list[MemorySource], known: KnownMemory
 ) -> tuple[MemoryUpdate, int, int]:
     """What the branch adds to the memory. Returns (update, prompt_tokens, completion_tokens)."""
-    budget = settings.LEARNINGS_TOKEN_BUDGET
     branch, memory = Fence.new("BRANCH"), Fence.new("MEMORY")  # fresh tokens: page text cannot end a fence
-    user = (
-        f"Research request:\n{prompt}\n\nObjective of this branch:\n{objective}\n\n"
-        f"The branch's analysed websites, between {branch.start} and {branch.end}:\n"
-        f"{branch.around(trim_to_tokens(branch_block(sources), budget))}\n\n"
-        f"The memory so far, between {memory.start} and {memory.end}:\n"
-        f"{memory.around(trim_to_tokens(memory_block(known), budget // 2))}\n\n"
-        "Answer with the new insights, gaps and contradictions, and the ids of the gaps this branch answered."
-    )
+    request = f"Research request:\n{prompt}\n\nObjective of this branch:\n{objective}\n\n"
+    closing = "Answer with the new insights, gaps and contradictions, and the ids of the gaps this branch answered."
+
+    def build(room: Room) -> list[dict[str, str]]:
+        # The branch gets two thirds of what the window leaves, the memory so far one third (each within its budget).
+        left = room.left(SYSTEM, request, closing, reserve=200)
+        budget = min(settings.LEARNINGS_TOKEN_BUDGET, left * 2 // 3)
+        user = (
+            f"{request}The branch's analysed websites, between {branch.start} and {branch.end}:\n"
+            f"{branch.around(trim_to_tokens(branch_block(sources), budget, room))}\n\n"
+            f"The memory so far, between {memory.start} and {memory.end}:\n"
+            f"{memory.around(trim_to_tokens(memory_block(known), min(budget // 2, left // 3), room))}\n\n"
+            f"{closing}"
+        )
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
     result = complete_json(
         "memory",
-        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+        build,
         NAME,
         SCHEMA,
         validation_schema=relaxed(SCHEMA),

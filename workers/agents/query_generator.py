@@ -8,6 +8,7 @@ from django.conf import settings
 from research.text.storable import storable
 from workers.agents.common import CHARS_PER_TOKEN, Fence, distinct, relaxed, trim_to_tokens
 from workers.clients.llm import InvalidOutputError, complete_json
+from workers.clients.model_window import Room
 
 NAME = "serp_queries"
 # A query goes to the search engine in a URL: a model's kilobyte-long "query" would be refused there and fail the
@@ -67,8 +68,16 @@ def schema(count: int) -> dict[str, Any]:
 
 
 def _context(
-    prompt: str, answers: list[tuple[str, str]], ancestors: list[Ancestor], focus: list[str] | None = None
+    prompt: str,
+    answers: list[tuple[str, str]],
+    ancestors: list[Ancestor],
+    focus: list[str] | None = None,
+    budget: int | None = None,
+    room: Room | None = None,
 ) -> str:
+    """The request, the answers, the branch so far and the focus; the branch and the focus within `budget` tokens
+    (LEARNINGS_TOKEN_BUDGET by default)."""
+    budget = settings.LEARNINGS_TOKEN_BUDGET if budget is None else budget
     parts = [f"Research request:\n{prompt}"]
     if answers:
         parts.append(
@@ -76,14 +85,14 @@ def _context(
             + "\n".join(f"Q: {q}\nA: {a or '(no answer)'}" for q, a in answers)
         )
     if ancestors:
-        branch = branch_text(ancestors, settings.LEARNINGS_TOKEN_BUDGET * CHARS_PER_TOKEN)
+        branch = branch_text(ancestors, room.chars(budget) if room is not None else budget * CHARS_PER_TOKEN)
         fence = Fence.new("BRANCH")  # learnings come from web pages: a fresh token, so they cannot end the fence
         parts.append(
             f"The research branch so far, from the top, between {fence.start} and {fence.end}:\n{fence.around(branch)}"
         )
     if focus:
         # Gaps and directions are a model's words about web pages: fenced like the learnings they came from.
-        gaps = trim_to_tokens("\n".join(f"- {item}" for item in focus), settings.LEARNINGS_TOKEN_BUDGET // 4)
+        gaps = trim_to_tokens("\n".join(f"- {item}" for item in focus), budget // 4, room)
         fence = Fence.new("GAPS")
         parts.append(
             "Knowledge gaps and suggested directions the new queries must cover, between "
@@ -136,20 +145,27 @@ def plan_queries(
 
     Returns (queries, prompt_tokens, completion_tokens).
     """
-    context = _context(prompt, answers, ancestors, focus)
+    request = _context(prompt, answers, [], None)
     planned: list[PlannedQuery] = []
     prompt_tokens = completion_tokens = 0
     for _ in range(max_attempts):
         missing = count - len(planned)
         if missing <= 0:
             break
-        user = f"{context}\n\nWrite exactly {missing} search queries, each with its objective."
+        ask = f"\n\nWrite exactly {missing} search queries, each with its objective."
         if planned:
-            user += "\nAlready planned (do not repeat):\n" + "\n".join(f"- {p.query}" for p in planned)
+            ask += "\nAlready planned (do not repeat):\n" + "\n".join(f"- {p.query}" for p in planned)
+
+        def build(room: Room, ask: str = ask) -> list[dict[str, str]]:
+            # The branch and the focus take what the window leaves once the request and the ask are in.
+            budget = min(settings.LEARNINGS_TOKEN_BUDGET, room.left(SYSTEM, request, ask, reserve=200))
+            context = _context(prompt, answers, ancestors, focus, budget, room)
+            return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": context + ask}]
+
         try:
             result = complete_json(
                 "query_generator",
-                [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+                build,
                 NAME,
                 schema(missing),
                 validation_schema=relaxed(schema(missing)),

@@ -3,9 +3,12 @@
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from research.text.storable import storable_data
 from workers.agents.common import Fence
-from workers.clients.llm import complete_json
+from workers.clients.llm import answer_tokens, complete_json, room_for
+from workers.clients.model_window import Room
 
 NAME = "research_report"
 
@@ -173,21 +176,55 @@ def _request(prompt: str, answers: list[tuple[str, str]], objectives: list[str])
     )
 
 
+OUTLINE_ASK = (
+    "Plan the report: a title, a summary of the key findings, then the sections to write, each with the "
+    "numbers of its sources and the learnings it covers."
+)
+# Tokens held back beside the fixed texts for the fence lines and the labels around the sources.
+_SOURCES_RESERVE = 200
+
+
+def sources_room(prompt: str, answers: list[tuple[str, str]], objectives: list[str]) -> int:
+    """Tokens the numbered sources may take in the outline's prompt: what the model's window leaves once the
+    instructions, the request and the answer's room are in (a very large number when the window is unknown)."""
+    model = settings.LLM_AGENT_MODELS["report_writer"]
+    room = room_for("report_writer", model, answer_tokens("report_writer", model))
+    return room.left(OUTLINE_SYSTEM, _request(prompt, answers, objectives), OUTLINE_ASK, reserve=_SOURCES_RESERVE)
+
+
+def fitting(sources: list[SourceNote], tokens: int, room: Room) -> list[SourceNote]:
+    """The sources, from the first, that fit in `tokens` (at least one): the safety net when the server's window
+    turns out smaller than was known when the sources were collected."""
+    budget = room.chars(tokens)
+    kept: list[SourceNote] = []
+    used = 0
+    for source in sources:
+        size = len(sources_block([source])) + 1
+        if kept and used + size > budget:
+            break
+        kept.append(source)
+        used += size
+    return kept
+
+
 def outline(
     prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
 ) -> tuple[dict[str, Any], int, int]:
     """The report's title, summary and sections to write (see OUTLINE_SCHEMA)."""
     fence = Fence.new("SOURCES")
-    user = (
-        _request(prompt, answers, objectives)
-        + f"Numbered sources with the facts and quotes extracted from them, between {fence.start} and {fence.end}:\n"
-        f"{fence.around(sources_block(sources))}\n\n"
-        "Plan the report: a title, a summary of the key findings, then the sections to write, each with the "
-        "numbers of its sources and the learnings it covers."
-    )
+    request = _request(prompt, answers, objectives)
+
+    def build(room: Room) -> list[dict[str, str]]:
+        tokens = room.left(OUTLINE_SYSTEM, request, OUTLINE_ASK, reserve=_SOURCES_RESERVE)
+        user = (
+            request + f"Numbered sources with the facts and quotes extracted from them, between {fence.start} and "
+            f"{fence.end}:\n{fence.around(sources_block(fitting(sources, tokens, room)))}\n\n{OUTLINE_ASK}"
+        )
+        return [{"role": "system", "content": OUTLINE_SYSTEM}, {"role": "user", "content": user}]
+
     result = complete_json(
         "report_writer",
-        [{"role": "system", "content": OUTLINE_SYSTEM}, {"role": "user", "content": user}],
+        build,
         OUTLINE_NAME,
         OUTLINE_SCHEMA,
     )
@@ -199,16 +236,22 @@ def write_section(
 ) -> tuple[dict[str, Any], int, int]:
     """One section of the report (see SECTION_SCHEMA), from the sources the outline gave it, by their numbers."""
     fence = Fence.new("SOURCES")
-    user = (
+    head = (
         f"Research request:\n{prompt}\n\nSection to write: {heading}\n\nLearnings it covers:\n"
         + ("\n".join(f"- {learning}" for learning in learnings) or "(as the sources show)")
         + f"\n\nNumbered sources with the facts and quotes extracted from them, between {fence.start} and "
-        f"{fence.end}:\n{fence.around(sources_block(sources))}\n\n"
-        "Write this section's paragraphs (and subsections where needed). Every sentence lists its source numbers."
+        f"{fence.end}:\n"
     )
+    ask = "Write this section's paragraphs (and subsections where needed). Every sentence lists its source numbers."
+
+    def build(room: Room) -> list[dict[str, str]]:
+        tokens = room.left(SECTION_SYSTEM, head, ask, reserve=_SOURCES_RESERVE)
+        user = f"{head}{fence.around(sources_block(fitting(sources, tokens, room)))}\n\n{ask}"
+        return [{"role": "system", "content": SECTION_SYSTEM}, {"role": "user", "content": user}]
+
     result = complete_json(
         "report_writer",
-        [{"role": "system", "content": SECTION_SYSTEM}, {"role": "user", "content": user}],
+        build,
         SECTION_NAME,
         SECTION_SCHEMA,
     )

@@ -8,6 +8,7 @@ from django.conf import settings
 from research.text.storable import storable_data
 from workers.agents.common import Fence, trim_to_tokens
 from workers.clients.llm import complete_json
+from workers.clients.model_window import Room
 
 NAME = "website_analysis"
 MAX_FACTS = 12
@@ -50,16 +51,22 @@ SCHEMA: dict[str, Any] = {
 
 def analyze(objective: str, query: str, url: str, title: str, text: str) -> tuple[list[Finding], int, int]:
     """Facts and quotes from the page for the objective. Returns (findings, prompt_tokens, completion_tokens)."""
-    page = trim_to_tokens(text, settings.PAGE_TOKEN_BUDGET)
     fence = Fence.new("PAGE")  # a fresh token per call: the page cannot know it, so it cannot end the fence
-    user = (
+    head = (
         f"Objective: {objective}\nSearch query: {query}\n\n"
         f"The page's URL, title and text, between {fence.start} and {fence.end}:\n"
-        + fence.around(f"URL: {' '.join(url.split())}\nTitle: {' '.join(title.split())}\n\n{page}")
     )
+    about = f"URL: {' '.join(url.split())}\nTitle: {' '.join(title.split())}\n\n"
+
+    def build(room: Room) -> list[dict[str, str]]:
+        # The page takes what the window leaves once the instructions are in, up to PAGE_TOKEN_BUDGET.
+        budget = min(settings.PAGE_TOKEN_BUDGET, room.left(SYSTEM, head, about, fence.start, fence.end))
+        page = trim_to_tokens(text, budget, room)
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": head + fence.around(about + page)}]
+
     result = complete_json(
         "website_analyzer",
-        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+        build,
         NAME,
         SCHEMA,
         validation_schema={**SCHEMA, "properties": {"facts": {**SCHEMA["properties"]["facts"], "maxItems": 100}}},

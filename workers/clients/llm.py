@@ -1,12 +1,21 @@
-"""The LLM client: JSON-schema structured output from any OpenAI-compatible server, through the `openai` package.
+"""The LLM client: JSON answers from any OpenAI-compatible server, through the `openai` package.
 
-Retries with jittered backoff only for transient failures (timeouts, connection errors, 429 honouring
-Retry-After, 5xx). A server that rejects `json_schema` response formats gets `json_object` with the schema in the
-prompt instead, remembered per base URL. Output that is not valid JSON, or does not match the schema, is
-re-asked a bounded number of times. One call, all of that included, ends by its deadline (LLM_CALL_DEADLINE, or
-the caller's if sooner): each attempt runs in a thread the call stops waiting for when its time is up
-(workers/clients/deadline.py), because the HTTP timeouts are per socket read and a server that trickles bytes,
-or a resolver that never answers, would outlast them.
+Servers as teams run them (vLLM, Ollama, llama.cpp server, LM Studio, hosted APIs) differ in what they accept and
+how they answer, so a call adapts to the server and remembers what it learned:
+- Output format: `json_schema`, else `json_object` with the schema in the prompt, else plain text with the schema
+  in the prompt; a server that answers 400 to one gets the next, remembered per base URL.
+- The window (workers/clients/model_window.py): every prompt is built to fit the model's context window with room
+  for the answer, and `max_tokens` is sent. Agents pass a builder that cuts their variable text to the room given;
+  a server's "maximum context length" error teaches the window and the request is built again, smaller.
+- The answer (workers/clients/model_answer.py): reasoning blocks are dropped, the JSON is found in prose or
+  fences and near-JSON repaired, then validated against the schema. An answer cut at its length limit is asked
+  again with more room, or for a shorter answer when the window has none to give, never identically. Output that
+  is still invalid is re-asked a bounded number of times.
+- Time: transient failures (timeouts, connection errors, 429 honouring Retry-After, 5xx) are retried with jittered
+  backoff. One call, all of that included, ends by its deadline (LLM_CALL_DEADLINE, or more for a model that has
+  shown it is slow, or the caller's if sooner): each attempt runs in a thread the call stops waiting for when its
+  time is up (workers/clients/deadline.py), because the HTTP timeouts are per socket read and a server that
+  trickles bytes, or a resolver that never answers, would outlast them.
 
 Every request is recorded against the research the caller charges it to (`charged_to`), whatever came of it:
 retried, failed and re-asked requests cost money too.
@@ -16,7 +25,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -30,15 +39,40 @@ from django.conf import settings
 from research import budgets
 from research.models import CallOutcome
 from research.usage import record_call
-from workers.clients import ratelimit
+from workers.clients import model_window, ratelimit
 from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.clients.deadline import call_within, expiry, time_left
+from workers.clients.model_answer import NoJSON, find_json, has_reasoning
+from workers.clients.model_window import Room
 from workers.errors import DeadlineExceeded, PermanentError, ResearchStopped, TransientError
 
 log = logging.getLogger(__name__)
 
-# Base URLs whose server answered 400 to a json_schema response format.
-_json_object_only: set[str] = set()
+Messages = list[dict[str, str]]
+# An agent's prompt, built to fit the room a call has for it (see model_window.Room).
+Builder = Callable[[Room], Messages]
+
+# Output formats in the order tried. A server that refuses one with a 400 gets the next, from then on (kept with
+# what else is known of the model's server: workers/clients/model_window.py).
+FORMATS = ("json_schema", "json_object", "text")
+
+# Room for each agent's answer (`max_tokens`): its largest plausible answer, with margin. A reasoning model thinks
+# inside the same limit, so once a model has shown reasoning its answers get REASONING_TOKENS more. With a known
+# window an answer never takes more than a third of it.
+ANSWER_TOKENS = {
+    "prompt_analyzer": 1024,
+    "query_generator": 1024,
+    "evaluator": 1024,
+    "website_analyzer": 2048,
+    "memory": 2048,
+    "report_writer": 4096,
+}
+REASONING_TOKENS = 2048
+MIN_ANSWER_TOKENS = 256
+# Context-length errors a call rides out by building its prompt smaller before it gives up.
+MAX_SHRINKS = 3
+# A model whose window is unknown: the prompt's room is bounded only by the agents' own budgets.
+UNKNOWN_WINDOW_ROOM = 10**9
 _clients: dict[tuple[str, str, float], openai.OpenAI] = {}
 # The research whose budget the model calls made in this context are charged to.
 _charged_research: ContextVar[Any] = ContextVar("charged_research", default=None)
@@ -124,47 +158,106 @@ def _schema_prompt(name: str, schema: dict[str, Any]) -> str:
     )
 
 
-def _create(
-    requests: _Requests, messages: list[dict[str, str]], name: str, schema: dict[str, Any], expires_at: float
-) -> Any:
-    """One chat-completions call with transient-error retries, all ended by `expires_at`; the openai response.
+def output_format(model: str) -> str:
+    """The output format the model's server is asked for now (see FORMATS)."""
+    return FORMATS[min(model_window.output_format(model), len(FORMATS) - 1)]
 
-    Requests that fail are recorded here; the caller records the one that answered, once it has judged it.
+
+def answer_tokens(agent: str, model: str) -> int:
+    """`max_tokens` for the agent's answer (see ANSWER_TOKENS)."""
+    tokens = ANSWER_TOKENS.get(agent, 2048)
+    if model_window.reasoning_seen(model):
+        tokens += REASONING_TOKENS
+    window, _ = model_window.window(agent, model)
+    if window:
+        tokens = min(tokens, window // 3)
+    return max(MIN_ANSWER_TOKENS, tokens)
+
+
+def room_for(agent: str, model: str, answer: int, extra: Messages = ()) -> Room:
+    """The prompt's room: the window less the answer's room, a safety margin and the messages added to it."""
+    window, _ = model_window.window(agent, model)
+    if not window:
+        return Room(model, UNKNOWN_WINDOW_ROOM)
+    margin = max(64, window // 32)
+    taken = sum(model_window.estimate_tokens(model, m["content"], messages=1) for m in extra)
+    return Room(model, max(0, window - answer - margin - taken))
+
+
+def _chars(messages: Messages) -> int:
+    return sum(len(m["content"]) for m in messages)
+
+
+def _create(
+    requests: _Requests,
+    build: Builder,
+    tail: Messages,
+    name: str,
+    schema: dict[str, Any],
+    expires_at: float,
+    answer: int,
+) -> tuple[Any, int, float]:
+    """One chat-completions call with transient-error retries, all ended by `expires_at`: the openai response,
+    the characters of the prompt it answered, and the seconds it took.
+
+    A request refused for its output format is made again in the next format; one refused for the window is
+    built again for the window the error names. Requests that fail are recorded here; the caller records the one
+    that answered, once it has judged it.
     """
     model = requests.model
     client = _client()
-    attempt = 0
+    base_url = settings.OPENAI_BASE_URL or ""
+    attempt = shrinks = 0
     while True:
-        json_object = settings.OPENAI_BASE_URL in _json_object_only
-        if json_object:
-            sent = [{"role": "system", "content": _schema_prompt(name, schema)}, *messages]
-            response_format: dict[str, Any] = {"type": "json_object"}
-        else:
+        mode = output_format(model)
+        room = room_for(requests.agent, model, answer, tail)
+        messages = [*build(room), *tail]
+        if mode == "json_schema":
             sent = messages
-            response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+        else:
+            sent = [{"role": "system", "content": _schema_prompt(name, schema)}, *messages]
+        options: dict[str, Any] = {}
+        if mode == "json_schema":
+            options["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+        elif mode == "json_object":
+            options["response_format"] = {"type": "json_object"}
+        options["max_completion_tokens" if model_window.wants_completion_tokens(model) else "max_tokens"] = answer
         ratelimit.wait_for_rate_until(
-            f"llm:{urlparse(settings.OPENAI_BASE_URL).netloc}", settings.LLM_RATE_LIMIT, expires_at, "LLM call"
+            f"llm:{urlparse(base_url).netloc}", settings.LLM_RATE_LIMIT, expires_at, "LLM call"
         )
         requests.admit()
-        # Each attempt gets LLM_TIMEOUT, or what is left of the deadline; the openai package's timeout is per read.
-        seconds = min(settings.LLM_TIMEOUT, time_left(expires_at, "LLM call"))
+        # Each attempt gets what this model has shown it needs (at least LLM_TIMEOUT), or what is left of the
+        # deadline; the openai package's own timeout is per socket read.
+        seconds = min(model_window.attempt_timeout(model), time_left(expires_at, "LLM call"))
+        started = time.monotonic()
         try:
             create = functools.partial(
-                client.chat.completions.create,
-                model=model,
-                messages=sent,
-                response_format=response_format,
-                timeout=seconds,
+                client.chat.completions.create, model=model, messages=sent, timeout=seconds, **options
             )
-            return call_within(create, seconds, "LLM call")
+            return call_within(create, seconds, "LLM call"), _chars(sent), time.monotonic() - started
         except openai.BadRequestError as exc:
             requests.record(CallOutcome.ERROR)
-            # Servers without structured outputs answer 400; any other cause fails again in json_object mode.
-            if not json_object:
-                log.info("LLM server rejected json_schema output; using json_object for %s", settings.OPENAI_BASE_URL)
-                _json_object_only.add(settings.OPENAI_BASE_URL)
+            message = _error_text(exc)
+            if model_window.is_context_error(message):
+                window = model_window.learn_from_error(model, message, exc.body, _chars(sent), answer)
+                shrinks += 1
+                if shrinks > MAX_SHRINKS:
+                    raise PermanentError(
+                        f"the prompt does not fit the model's window of {window} tokens even cut down: {message}"
+                    ) from exc
+                answer = min(answer, max(MIN_ANSWER_TOKENS, window // 3))
                 continue
-            raise PermanentError(f"LLM request rejected: {exc.message}") from exc
+            refused_max_tokens = "max_tokens" in message and "max_completion_tokens" in message
+            if refused_max_tokens and not model_window.wants_completion_tokens(model):
+                # OpenAI's reasoning models take max_completion_tokens instead.
+                model_window.refuse_max_tokens(model)
+                continue
+            if FORMATS.index(mode) + 1 < len(FORMATS):
+                # Servers without structured outputs answer 400; any other cause fails again in plain text.
+                log.info("LLM server %s refused %s output (%s); trying the next format", base_url, mode, message[:200])
+                model_window.refuse_format(model, FORMATS.index(mode))
+                continue
+            raise PermanentError(f"LLM request rejected: {message}") from exc
         except (openai.RateLimitError, openai.InternalServerError) as exc:
             requests.record(CallOutcome.ERROR)
             error: Exception = exc
@@ -180,6 +273,8 @@ def _create(
                 exc, openai.APITimeoutError
             )
             requests.record(CallOutcome.ERROR if connection_error else CallOutcome.TIMEOUT)
+            if not connection_error:
+                model_window.observe_timeout(model, time.monotonic() - started)
             error, retry_after = exc, None
         delay = backoff_delay(attempt, retry_after)
         if time.monotonic() + delay >= expires_at:
@@ -195,9 +290,19 @@ def _create(
         attempt += 1
 
 
+def _error_text(exc: openai.APIStatusError) -> str:
+    """The server's error message, with the fields some servers put beside it (llama.cpp's n_ctx)."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        extra = " ".join(f"{k}={v}" for k, v in inner.items() if k not in ("message", "type", "param", "code"))
+        return f"{exc.message} {extra}".strip()
+    return str(exc.message)
+
+
 def complete_json(
     agent: str,
-    messages: list[dict[str, str]],
+    messages: Messages | Builder,
     name: str,
     schema: dict[str, Any],
     validation_schema: dict[str, Any] | None = None,
@@ -205,47 +310,77 @@ def complete_json(
 ) -> LLMResult:
     """Ask `agent`'s model for JSON matching `schema`; validate against `validation_schema` (default: schema).
 
-    The whole call (attempts, backoff, re-asks) ends by LLM_CALL_DEADLINE seconds from now, or by `deadline` (a
+    `messages` is the prompt, or a builder that makes it for the room the window leaves (see model_window.Room):
+    a builder's prompt is cut to fit, and built again smaller when the server says it did not. The whole call
+    (attempts, backoff, re-asks) ends by its deadline (see the module doc), or by `deadline` (a
     `time.monotonic()` value) if that comes first, with DeadlineExceeded when the model did not answer in time.
     """
-    expires_at = expiry(settings.LLM_CALL_DEADLINE, deadline)
     model = settings.LLM_AGENT_MODELS.get(agent, settings.LLM_MODEL)
+    expires_at = expiry(model_window.call_deadline(model), deadline)
+    build: Builder = messages if callable(messages) else (lambda room, fixed=list(messages): fixed)
     validator = jsonschema.Draft202012Validator(validation_schema or schema)
     requests = _Requests(agent, model)
     prompt_tokens = completion_tokens = calls = 0
-    conversation = list(messages)
+    answer = answer_tokens(agent, model)
+    tail: Messages = []
     problem = ""
-    for _ in range(settings.LLM_INVALID_OUTPUT_RETRIES + 1):
-        response = _create(requests, conversation, name, schema, expires_at)
+    attempts = settings.LLM_INVALID_OUTPUT_RETRIES + 1
+    for attempt in range(attempts):
+        response, sent_chars, seconds = _create(requests, build, tail, name, schema, expires_at, answer)
         calls += 1
         used = (response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0) if response.usage else (0, 0)
         prompt_tokens += used[0]
         completion_tokens += used[1]
-        content = (response.choices[0].message.content or "") if response.choices else ""
+        choice = response.choices[0] if response.choices else None
+        content = (choice.message.content or "") if choice else ""
+        reasoning = has_reasoning(content) or bool(_reasoning_field(choice))
+        model_window.observe_usage(model, sent_chars, used[0])
+        model_window.observe_answer(model, seconds, reasoning)
+        cut = choice is not None and choice.finish_reason == "length"
         try:
-            data = json.loads(_strip_fences(content))
+            data, _repaired = find_json(content)
             errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
-            if not errors:
+            # A cut answer that repairs into valid JSON may lack what was cut: asked again while attempts remain.
+            if not errors and (not cut or attempt == attempts - 1):
                 requests.record(CallOutcome.OK, *used)
                 return LLMResult(data, prompt_tokens, completion_tokens, calls)
-            problem = f"the JSON did not match the schema: {errors[0].message[:300]}"
-        except json.JSONDecodeError as exc:
-            problem = f"the answer was not valid JSON ({exc.msg})"
+            problem = f"the JSON did not match the schema: {errors[0].message[:300]}" if errors else ""
+        except NoJSON:
+            problem = "the answer held no JSON object"
         requests.record(CallOutcome.INVALID_OUTPUT, *used)
+        if cut:
+            answer, tail = _after_cut(agent, model, answer, messages=tail)
+            problem = f"the answer was cut off at its limit of {answer} tokens"
+            log.warning("agent %s: answer cut at its length limit; asking again (room %s tokens)", agent, answer)
+            continue
         log.warning("agent %s gave invalid output (%s); asking again", agent, problem)
-        conversation = [
-            *messages,
+        tail = [
             {"role": "assistant", "content": content[:2000]},
             {"role": "user", "content": f"That answer was unusable: {problem}. Answer again with valid JSON only."},
         ]
     raise InvalidOutputError(f"agent {agent} gave invalid output {calls} times; last problem: {problem}")
 
 
-def _strip_fences(content: str) -> str:
-    """Some servers wrap JSON in ```json fences even in JSON mode."""
-    text = content.strip()
-    if text.startswith("```"):
-        text = text.split("\n", 1)[1] if "\n" in text else ""
-        if text.rstrip().endswith("```"):
-            text = text.rstrip()[:-3]
-    return text
+SHORTER = (
+    "Your previous answer was too long and was cut off before it ended. Answer again, complete and shorter: fewer "
+    "items, shorter texts, no commentary, and no reasoning before the JSON."
+)
+
+
+def _after_cut(agent: str, model: str, answer: int, messages: Messages) -> tuple[int, Messages]:
+    """(the next answer's room, messages to add) after an answer cut at its limit: twice the room where the window
+    has it to give, else the same room and a request for a shorter answer."""
+    window, _ = model_window.window(agent, model)
+    larger = answer * 2 if not window else min(answer * 2, window // 2)
+    if larger > answer:
+        return larger, messages
+    return answer, [{"role": "user", "content": SHORTER}]
+
+
+def _reasoning_field(choice: Any) -> str:
+    """A reasoning parser's separate field (vLLM and others: `reasoning_content`; some: `reasoning`): never the
+    answer, but a sign the model thinks inside its answer's room."""
+    extra = getattr(choice.message, "model_extra", None) if choice is not None else None
+    if not isinstance(extra, dict):
+        return ""
+    return str(extra.get("reasoning_content") or extra.get("reasoning") or "")

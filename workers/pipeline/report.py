@@ -40,6 +40,7 @@ from workers.agents import report_writer
 from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
+from workers.clients import model_window
 from workers.clients.llm import charged_to
 from workers.pipeline import heartbeat
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
@@ -89,13 +90,29 @@ def _context(research: Research) -> tuple[list[tuple[str, str]], list[str]]:
     return answers, objectives
 
 
+def _sources_allowance(research: Research) -> tuple[int, float]:
+    """(tokens the report's sources may take, characters per token to count them in).
+
+    REPORT_TOKEN_BUDGET, or less when a budget has less left; and with a model, what its window leaves in the
+    outline's prompt (which shows every source), counted in the characters per token its server reported.
+    """
+    allowed = budgets.report_prompt_tokens(research)
+    if research.engine == EXTRACTIVE:
+        return allowed, CHARS_PER_TOKEN
+    model = settings.LLM_AGENT_MODELS["report_writer"]
+    if model_window.window("report_writer", model)[0]:
+        answers, objectives = _context(research)
+        allowed = min(allowed, report_writer.sources_room(research.prompt, answers, objectives))
+    return max(1, allowed), model_window.chars_per_token(model)
+
+
 def _plan(research_id: str) -> None:
     """Plan the outline (once per version) and queue a task per section still to write."""
     research = Research.objects.get(pk=research_id)
     version = research.report_version
     sections = ReportSection.objects.filter(research_id=research_id, version=version)
     if not sections.exists():
-        sources, _ = collect_sources(research_id, budgets.report_prompt_tokens(research))
+        sources, _ = collect_sources(research_id, *_sources_allowance(research))
         if not sources:
             fail_research(
                 research_id,
@@ -169,7 +186,7 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         section = ReportSection.objects.select_related("research").get(pk=section_id)
         research = section.research
         run = (research.pk, section.version, research.started_at)
-        sources, page_texts = collect_sources(research.pk, budgets.report_prompt_tokens(research), cache_key=run)
+        sources, page_texts = collect_sources(research.pk, *_sources_allowance(research), cache_key=run)
         wanted = {n for n in section.plan.get("sources", []) if isinstance(n, int)}
         # The section sees the sources the outline gave it, numbered as in the whole report.
         given = [source for source in sources if source.number in wanted] or sources
@@ -228,7 +245,7 @@ def _write(research_id: str) -> None:
     sections = list(ReportSection.objects.filter(research_id=research_id, version=research.report_version))
     if any(section.status != SectionStatus.WRITTEN for section in sections):
         return  # not every section is written yet: the last one to land queues the assembly
-    sources, page_texts = collect_sources(research_id, budgets.report_prompt_tokens(research))
+    sources, page_texts = collect_sources(research_id, *_sources_allowance(research))
     page_texts.load(source.url for source in sources)  # the report cites most of them: one query
     outline = research.report_outline or {}
     report = {
@@ -364,12 +381,15 @@ _section_sources_lock = threading.Lock()
 
 
 def collect_sources(
-    research_id: Any, max_tokens: int, cache_key: tuple[Any, ...] | None = None
+    research_id: Any,
+    max_tokens: int,
+    chars_per_token: float = CHARS_PER_TOKEN,
+    cache_key: tuple[Any, ...] | None = None,
 ) -> tuple[list[SourceNote], PageTexts]:
     """One numbered source per analysed page with extracts, trimmed to `max_tokens`; their page texts, loaded
     as they are needed. A section passes `cache_key` and gets sources shared with the others: read only (see
     _SECTION_SOURCES)."""
-    key = None if cache_key is None else (*cache_key, max_tokens)
+    key = None if cache_key is None else (*cache_key, max_tokens, chars_per_token)
     if key is not None:
         with _section_sources_lock:
             cached = _SECTION_SOURCES.get(key)
@@ -387,7 +407,7 @@ def collect_sources(
             note = by_url[url] = SourceNote(number=len(by_url) + 1, url=url, title=title)
         note.findings.append((fact, quote))
     sources = list(by_url.values())
-    _trim(sources, max_tokens * CHARS_PER_TOKEN)
+    _trim(sources, int(max_tokens * chars_per_token))
     if key is not None:
         with _section_sources_lock:
             _SECTION_SOURCES[key] = (sources, list(by_url))

@@ -1,0 +1,151 @@
+"""Whole researches against model servers as teams run them, on the real stack (worker processes, PostgreSQL,
+Redis): each behaviour of the fake model alone, then all of them at once with a 16k window."""
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+
+from research.models import Document, Extract, ResearchStatus, SerpQuery
+from tests.fakes import FakeLLM
+from tests.support.e2e import wait_finished
+from workers.agents.report_writer import sources_block
+from workers.pipeline.report import collect_sources
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PROMPT = "How do heat pumps perform in cold climates?"
+
+
+def no_json_schema(fake: FakeLLM) -> None:
+    fake.supports_json_schema = False
+
+
+def no_structured_output(fake: FakeLLM) -> None:
+    fake.supports_json_schema = False
+    fake.supports_json_object = False
+
+
+def window_16k(fake: FakeLLM) -> None:
+    fake.context_window = 16384
+    fake.chars_per_token = 3.0
+
+
+def window_unreported(fake: FakeLLM) -> None:
+    # vLLM's 400 on overflow, but the window shown nowhere: learned from the error
+    fake.context_window = 12000
+    fake.window_api = None
+    fake.chars_per_token = 3.0
+
+
+def ollama_default_context(fake: FakeLLM) -> None:
+    fake.truncate_prompt_to = 4096
+    fake.chars_per_token = 4.0
+
+
+def answers_cut(fake: FakeLLM) -> None:
+    fake.cut_next(4)
+
+
+def slow_first_answer(fake: FakeLLM) -> None:
+    fake.first_delay = 3.0
+
+
+BEHAVIOURS: dict[str, Callable[[FakeLLM], None]] = {
+    "think": lambda fake: setattr(fake, "think", True),
+    "reasoning_field": lambda fake: setattr(fake, "reasoning_field", True),
+    "prose": lambda fake: setattr(fake, "prose", True),
+    "no_json_schema": no_json_schema,
+    "no_structured_output": no_structured_output,
+    "window_16k": window_16k,
+    "window_unreported": window_unreported,
+    "ollama_default_context": ollama_default_context,
+    "answers_cut": answers_cut,
+    "slow_first_answer": slow_first_answer,
+}
+
+
+def ask_questions(api, count: int = 2) -> tuple[str, list[str]]:
+    """The questions through the API: at once (201), or once the worker has them (202, then the snapshot)."""
+    response = api.post(
+        "/api/research/questions",
+        data=json.dumps({"prompt": PROMPT, "num_questions": count}),
+        content_type="application/json",
+    )
+    assert response.status_code in (201, 202), response.content
+    research_id = response.json()["research_id"]
+    if response.status_code == 201:
+        return research_id, response.json()["questions"]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        snapshot = api.get(f"/api/research/{research_id}").json()
+        questions = [q["question"] for q in snapshot.get("questions", [])]
+        if questions:
+            return research_id, questions
+        assert snapshot["research"]["status"] != "failed", snapshot["research"]
+        time.sleep(0.2)
+    raise AssertionError("the questions never arrived")
+
+
+def research_through_the_api(api, breadth: int, depth: int) -> tuple[str, list[str]]:
+    research_id, questions = ask_questions(api)
+    response = api.post(
+        "/api/research/start",
+        data=json.dumps(
+            {"research_id": research_id, "answers": ["Nordic", "since 2015"], "breadth": breadth, "depth": depth}
+        ),
+        content_type="application/json",
+    )
+    assert response.status_code == 202, response.content
+    return research_id, questions
+
+
+def assert_cited_report(research_id: str) -> Document:
+    report = Document.objects.get(research_id=research_id, kind="report")
+    assert report.stats["citations"] > 0, report.stats
+    assert "## Sources" in report.markdown
+    assert Extract.objects.filter(research_id=research_id).exists()
+    return report
+
+
+@pytest.mark.parametrize("behaviour", sorted(BEHAVIOURS))
+def test_each_model_behaviour_alone_runs_questions_research_and_report(
+    api, workers, research_model, fake_llm: FakeLLM, behaviour: str
+) -> None:
+    # given a model server with one habit of the servers teams run
+    BEHAVIOURS[behaviour](fake_llm)
+    # when a user asks for questions, answers them and runs a 2x2 research
+    research_id, questions = research_through_the_api(api, 2, 2)
+    research = wait_finished(research_id, timeout=180)
+    # then
+    assert len(questions) == 2 and all(questions)
+    assert all("not this one" not in q for q in questions)  # a draft inside a reasoning block is never the answer
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert SerpQuery.objects.filter(research_id=research_id).count() == 4
+    assert_cited_report(research_id)
+
+
+def test_every_behaviour_at_once_runs_a_3x3_research_within_a_16k_window(
+    api, workers, research_model, fake_llm: FakeLLM
+) -> None:
+    # given a reasoning model on a server with a 16k window, no json_schema, that answers in prose
+    window_16k(fake_llm)
+    no_json_schema(fake_llm)
+    fake_llm.think = True
+    fake_llm.prose = True
+    research_model.facts_per_page = 6  # findings enough that the report's sources overflow 16k untrimmed
+    # when a 3x3 research runs through the API
+    research_id, _ = research_through_the_api(api, 3, 3)
+    research = wait_finished(research_id, timeout=300)
+    # then it completes with a cited report
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert SerpQuery.objects.filter(research_id=research_id).count() == 15
+    assert_cited_report(research_id)
+    # and at most 5 % of its model calls overflowed the window
+    calls = fake_llm.count()
+    assert calls > 50
+    assert fake_llm.overflows <= 0.05 * calls, (fake_llm.overflows, calls)
+    # and the window mattered: every source with every finding would not have fit in one prompt
+    everything, _ = collect_sources(research_id, 10**9)
+    assert fake_llm.tokens(sources_block(everything)) > 16384

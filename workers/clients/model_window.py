@@ -1,0 +1,443 @@
+"""What a model's server can take: its context window, how it counts tokens, how fast it answers.
+
+The window comes from the settings (LLM_CONTEXT_TOKENS, or LLM_CONTEXT_TOKENS_<AGENT>), else from the server
+itself, asked once per process: vLLM lists `max_model_len` with each model at `GET /v1/models`, llama.cpp's server
+reports `n_ctx` at `GET /props`, Ollama the `num_ctx` a model runs with at `/api/ps` or `/api/show` (its trained
+context is not its window: by default Ollama runs a few thousand tokens and silently drops the start of a longer
+prompt). Whatever the source, a server's own "maximum context length" error is the last word: the window it names
+is learned, and the request is made smaller.
+
+Token counts are learned per model from the `usage` the server reports: the characters per token of the prompts
+sent so far. A fixed four characters per token is wrong by a third for code, by half for many tokenizers on
+non-English text, and a prompt that is estimated short overflows the window. Until the first answer, a
+conservative 3.5 is assumed.
+
+All of this is kept per (server, model) where every worker reads it (see ModelFacts): one worker's lesson spares
+the others the same mistake.
+"""
+
+import logging
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+import redis
+import requests
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+# Before any usage is seen: a little under the English average, so the first prompts err on the small side.
+DEFAULT_CHARS_PER_TOKEN = 3.5
+# No tokenizer packs more characters than this into a token on average; more means the server cut the prompt.
+MAX_PLAUSIBLE_CHARS_PER_TOKEN = 8.0
+# Tokens a chat template adds around each message (role markers, separators), beyond the text itself.
+TOKENS_PER_MESSAGE = 8
+DISCOVERY_TIMEOUT = 5.0
+# A failed discovery is tried again after this long: a server that was down may have come up.
+REDISCOVER_AFTER = 600.0
+
+_CONTEXT_ERROR = re.compile(
+    r"maximum context length|context length|context window|context size|n_ctx|too many tokens|"
+    r"prompt is too long|exceeds? (?:the )?(?:available |model'?s? )?context",
+    re.IGNORECASE,
+)
+_WINDOW_IN_ERROR = [
+    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),  # vLLM, OpenAI
+    re.compile(r"context length of only (\d+)", re.IGNORECASE),  # LM Studio
+    re.compile(r"n_ctx[\"']?\s*[:=]\s*(\d+)", re.IGNORECASE),  # llama.cpp
+    re.compile(r"context (?:window|size|length) (?:is |of )?(\d+)", re.IGNORECASE),
+]
+# vLLM says what the prompt took: "(P in the messages, C in the completion)"; newer: "your request has P input".
+_PROMPT_TOKENS_IN_ERROR = [
+    re.compile(r"\((\d+) in the messages", re.IGNORECASE),
+    re.compile(r"has (\d+) input tokens", re.IGNORECASE),
+    re.compile(r"n_prompt_tokens[\"']?\s*[:=]\s*(\d+)", re.IGNORECASE),
+]
+
+
+# Everything learned of one model on one server, shared by every process: in a Redis hash where there is Redis (a
+# window one worker learned from an error spares the others the same error), in this process in embedded mode.
+KEY_PREFIX = "model-server:"
+KEY_TTL = 7 * 24 * 3600
+# Calibration sums are halved past this many tokens, so the ratio follows the recent prompts.
+CALIBRATION_TOKENS = 200_000
+
+
+@dataclass
+class ModelFacts:
+    """What the fleet has learned of one model on one server (a snapshot read from the store)."""
+
+    window: int | None = None
+    window_source: str = ""
+    learned_window: int | None = None  # from the server's own overflow error or a cut prompt: it beats the rest
+    discovered_at: float | None = None
+    chars: float = 0.0
+    tokens: float = 0.0
+    slowest: float = 0.0  # seconds of the slowest recent answer
+    unanswered: float = 0.0  # the longest wait for an answer that did not come
+    reasoning: bool = False  # answers came with reasoning blocks: thinking takes answer tokens
+    output_format: int = 0  # index into the client's formats: the first one the server has not refused
+    completion_tokens_param: bool = False  # the server wants max_completion_tokens, not max_tokens
+
+    @classmethod
+    def parse(cls, raw: dict[str, str]) -> "ModelFacts":
+        def number(name: str) -> float:
+            try:
+                return float(raw.get(name) or 0)
+            except ValueError:
+                return 0.0
+
+        return cls(
+            window=int(number("window")) or None,
+            window_source=raw.get("window_source", ""),
+            learned_window=int(number("learned_window")) or None,
+            discovered_at=number("discovered_at") or None,
+            chars=number("chars"),
+            tokens=number("tokens"),
+            slowest=number("slowest"),
+            unanswered=number("unanswered"),
+            reasoning=raw.get("reasoning") == "1",
+            output_format=int(number("output_format")),
+            completion_tokens_param=raw.get("completion_tokens_param") == "1",
+        )
+
+
+_local_store: dict[str, dict[str, str]] = {}
+_lock = threading.Lock()
+_redis_clients: dict[str, redis.Redis] = {}
+
+
+def _redis(url: str | None = None) -> redis.Redis | None:
+    url = settings.REDIS_URL if url is None else url
+    if not url:
+        return None
+    client = _redis_clients.get(url)
+    if client is None:
+        client = _redis_clients[url] = redis.Redis.from_url(url, socket_timeout=5, decode_responses=True)
+    return client
+
+
+def _key(model: str) -> str:
+    return f"{KEY_PREFIX}{settings.OPENAI_BASE_URL or ''}|{model}"
+
+
+def facts(model: str) -> ModelFacts:
+    client = _redis()
+    if client is None:
+        with _lock:
+            return ModelFacts.parse(dict(_local_store.get(_key(model), {})))
+    return ModelFacts.parse(client.hgetall(_key(model)))
+
+
+def _write(model: str, *, where: tuple[str, str] | None = None, **fields: Any) -> None:
+    """Store fields of the model's facts; `where` (key, Redis URL) for a thread that runs outside the settings'
+    current values."""
+    key, url = where or (_key(model), settings.REDIS_URL)
+    values = {name: ("1" if value is True else "0" if value is False else str(value)) for name, value in fields.items()}
+    client = _redis(url)
+    if client is None:
+        with _lock:
+            _local_store.setdefault(key, {}).update(values)
+        return
+    with client.pipeline() as pipe:
+        pipe.hset(key, mapping=values)
+        pipe.expire(key, KEY_TTL)
+        pipe.execute()
+
+
+def _lower(model: str, name: str, value: int) -> None:
+    """Set a window field to `value` unless it already holds a smaller one."""
+    current = getattr(facts(model), name)
+    if current is None or value < current:
+        _write(model, **{name: value})
+
+
+def forget() -> None:
+    """Everything learned of every model server (tests, and `check_model`, which measures afresh)."""
+    with _lock:
+        _local_store.clear()
+    client = _redis()
+    if client is not None:
+        keys = list(client.scan_iter(f"{KEY_PREFIX}*", count=500))
+        if keys:
+            client.delete(*keys)
+
+
+def output_format(model: str) -> int:
+    return facts(model).output_format
+
+
+def refuse_format(model: str, index: int) -> None:
+    """The server refused format `index`: the next one from now on."""
+    _write(model, output_format=index + 1)
+
+
+def wants_completion_tokens(model: str) -> bool:
+    return facts(model).completion_tokens_param
+
+
+def refuse_max_tokens(model: str) -> None:
+    _write(model, completion_tokens_param=True)
+
+
+# --- the window ---
+
+
+def configured_window(agent: str) -> int | None:
+    """The window the settings give this agent, if any."""
+    return settings.LLM_CONTEXT_TOKENS_AGENTS.get(agent) or settings.LLM_CONTEXT_TOKENS or None
+
+
+def window(agent: str, model: str) -> tuple[int | None, str]:
+    """(context window in tokens, where it came from) for the agent's model; (None, "") when nobody knows."""
+    known = facts(model)
+    configured = configured_window(agent)
+    if configured:
+        found, source = configured, "setting"
+    else:
+        _discover_once(model, known)
+        found, source = known.window, known.window_source
+    if known.learned_window and (found is None or known.learned_window < found):
+        return known.learned_window, "learned from the server"
+    return found, source
+
+
+def _discover_once(model: str, known: ModelFacts) -> None:
+    """Ask the server for the window, in the background: no call waits on a server that is slow to say (the first
+    calls go with the budgets alone, and a context-length error still teaches the window)."""
+    now = time.time()
+    if known.discovered_at is not None and (known.window or now - known.discovered_at < REDISCOVER_AFTER):
+        return
+    _write(model, discovered_at=now)  # one discovery at a time (near enough: a second one does no harm)
+    base_url, api_key, where = settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY, (_key(model), settings.REDIS_URL)
+
+    def run() -> None:
+        found, source = discover(base_url, model, api_key)
+        if found:
+            log.info("context window of %s: %s tokens (%s)", model, found, source)
+            _write(model, where=where, window=found, window_source=source)
+
+    threading.Thread(target=run, name=f"window of {model}"[:60], daemon=True).start()
+
+
+def discover(
+    base_url: str | None, model: str, api_key: str = "", timeout: float = DISCOVERY_TIMEOUT
+) -> tuple[int | None, str]:
+    """The window the server reports for the model, and which endpoint said so; (None, "") when none does."""
+    if not base_url:
+        return None, ""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    root = _server_root(base_url)
+    attempts = (
+        (lambda: _from_models(_get(base_url.rstrip("/") + "/models", headers, timeout), model), "GET /v1/models"),
+        (lambda: _from_props(_get(root + "/props", headers, timeout)), "GET /props"),
+        (lambda: _from_ollama_ps(_get(root + "/api/ps", headers, timeout), model), "GET /api/ps"),
+        (lambda: _from_ollama_show(_post(root + "/api/show", {"model": model}, headers, timeout)), "POST /api/show"),
+    )
+    for attempt, source in attempts:
+        try:
+            found = attempt()
+        except (requests.RequestException, ValueError, TypeError, AttributeError):
+            continue
+        if found:
+            return found, source
+    return None, ""
+
+
+def ollama_trained_context(base_url: str, model: str, api_key: str = "") -> int | None:
+    """The context a model was trained for, as Ollama's `/api/show` gives it (not the window it runs with)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        shown = _post(_server_root(base_url) + "/api/show", {"model": model}, headers, DISCOVERY_TIMEOUT)
+    except (requests.RequestException, ValueError):
+        return None
+    info = shown.get("model_info") if isinstance(shown, dict) else None
+    if not isinstance(info, dict):
+        return None
+    lengths = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int)]
+    return max(lengths) if lengths else None
+
+
+def _server_root(base_url: str) -> str:
+    parts = urlparse(base_url)
+    path = re.sub(r"/v1/?$", "", parts.path.rstrip("/"))
+    return urlunparse(parts._replace(path=path, query="", fragment="")).rstrip("/")
+
+
+def _get(url: str, headers: dict[str, str], timeout: float) -> Any:
+    response = requests.get(url, headers=headers, timeout=timeout)
+    response.raise_for_status()
+    return response.json()
+
+
+def _post(url: str, body: dict[str, Any], headers: dict[str, str], timeout: float) -> Any:
+    response = requests.post(url, json=body, headers=headers, timeout=timeout)
+    response.raise_for_status()
+    return response.json()
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _from_models(listing: Any, model: str) -> int | None:
+    entries = [e for e in listing.get("data", []) if isinstance(e, dict)]
+    named = [e for e in entries if e.get("id") == model] or (entries if len(entries) == 1 else [])
+    for entry in named:
+        found = _positive(entry.get("max_model_len")) or _positive(entry.get("context_length"))
+        if found:
+            return found
+    return None
+
+
+def _from_props(props: Any) -> int | None:
+    generation = props.get("default_generation_settings") or {}
+    return _positive(generation.get("n_ctx")) or _positive(props.get("n_ctx"))
+
+
+def _from_ollama_ps(running: Any, model: str) -> int | None:
+    for entry in running.get("models", []):
+        if isinstance(entry, dict) and model in (entry.get("name"), entry.get("model")):
+            return _positive(entry.get("context_length"))
+    return None
+
+
+def _from_ollama_show(shown: Any) -> int | None:
+    parameters = shown.get("parameters") or ""
+    match = re.search(r"^\s*num_ctx\s+(\d+)", parameters, re.MULTILINE) if isinstance(parameters, str) else None
+    return int(match.group(1)) if match else None
+
+
+def is_context_error(message: str) -> bool:
+    return bool(_CONTEXT_ERROR.search(message))
+
+
+def learn_from_error(model: str, message: str, body: Any, sent_chars: int, max_tokens: int | None) -> int:
+    """The window a context-length error tells of, learned for the model; returns the new window.
+
+    Where the error names no window, the prompt as sent (in tokens) is taken as over it by a quarter. Where it says
+    how many tokens the prompt took, that is a calibration sample too.
+    """
+    text = f"{message} {body if isinstance(body, dict | str) else ''}"
+    prompt_tokens = _first_int(_PROMPT_TOKENS_IN_ERROR, text)
+    if prompt_tokens:
+        observe_usage(model, sent_chars, prompt_tokens)
+    found = _first_int(_WINDOW_IN_ERROR, text)
+    if found is None:
+        sent = prompt_tokens or estimate_tokens(model, sent_chars)
+        found = max(256, int((sent + (max_tokens or 0)) * 0.75))
+    _lower(model, "learned_window", found)
+    log.warning("model %s: the server's window is %s tokens (from its error: %s)", model, found, message[:200])
+    return found
+
+
+def _first_int(patterns: list[re.Pattern[str]], text: str) -> int | None:
+    for pattern in patterns:
+        match = pattern.search(text)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+# --- tokens ---
+
+
+def chars_per_token(model: str) -> float:
+    """Characters per prompt token for this model, from the usage its server reported (see the module doc)."""
+    known = facts(model)
+    return known.chars / known.tokens if known.tokens else DEFAULT_CHARS_PER_TOKEN
+
+
+def estimate_tokens(model: str, text: str | int, messages: int = 0) -> int:
+    """Tokens `text` (or that many characters) will take in this model's prompt, plus template overhead."""
+    chars = text if isinstance(text, int) else len(text)
+    return math.ceil(chars / chars_per_token(model)) + messages * TOKENS_PER_MESSAGE
+
+
+def observe_usage(model: str, prompt_chars: int, prompt_tokens: int) -> None:
+    """Learn from a prompt's size as the server counted it.
+
+    A count far below what the characters can make means the server cut the prompt without saying so (Ollama does,
+    at its `num_ctx`): its window is learned instead, and the sample is not a ratio.
+    """
+    if prompt_tokens <= 0 or prompt_chars <= 0:
+        return
+    if prompt_chars / prompt_tokens > MAX_PLAUSIBLE_CHARS_PER_TOKEN and prompt_chars > 4000:
+        _lower(model, "learned_window", prompt_tokens)
+        log.warning(
+            "model %s: the server counted %s tokens for a prompt of %s characters: it cuts long prompts silently; "
+            "its window is taken as %s tokens (set the server's context length, e.g. Ollama's num_ctx)",
+            model,
+            prompt_tokens,
+            prompt_chars,
+            prompt_tokens,
+        )
+        return
+    known = facts(model)
+    chars, tokens = known.chars + prompt_chars, known.tokens + prompt_tokens
+    if tokens > CALIBRATION_TOKENS:
+        chars, tokens = chars / 2, tokens / 2
+    _write(model, chars=chars, tokens=tokens)
+
+
+# --- speed and reasoning ---
+
+
+def observe_answer(model: str, seconds: float, reasoning: bool) -> None:
+    known = facts(model)
+    # The slowest answer, decaying: a model that sped up (a warm cache, a freed GPU) is trusted again over time.
+    slowest = max(seconds, known.slowest * 0.9)
+    if reasoning and not known.reasoning:
+        _write(model, slowest=round(slowest, 3), reasoning=True)
+    elif abs(slowest - known.slowest) > 0.05:
+        _write(model, slowest=round(slowest, 3))
+
+
+def observe_timeout(model: str, seconds: float) -> None:
+    """A request went unanswered for `seconds`: the model may take longer, so the next request waits longer."""
+    if seconds > facts(model).unanswered:
+        _write(model, unanswered=round(seconds, 3))
+
+
+def attempt_timeout(model: str) -> float:
+    """Seconds one request may take: LLM_TIMEOUT, or more for a model that has shown it is slower.
+
+    A CPU-served model that needs a minute per answer is slow, not broken: a request gets three times the slowest
+    recent answer, and after one went unanswered, twice that wait.
+    """
+    known = facts(model)
+    return max(settings.LLM_TIMEOUT, 3 * known.slowest, 2 * known.unanswered)
+
+
+def call_deadline(model: str) -> float:
+    """Seconds one call may take in all (attempts, backoff, re-asks): LLM_CALL_DEADLINE, or room for four of the
+    slowest answers this model has given."""
+    return max(settings.LLM_CALL_DEADLINE, 4 * facts(model).slowest)
+
+
+def reasoning_seen(model: str) -> bool:
+    return facts(model).reasoning
+
+
+@dataclass(frozen=True)
+class Room:
+    """What one prompt may take, in tokens, and the model's token arithmetic to fill it."""
+
+    model: str
+    tokens: int  # the whole prompt, every message included
+
+    def count(self, text: str) -> int:
+        return estimate_tokens(self.model, text)
+
+    def left(self, *fixed: str, reserve: int = 0) -> int:
+        """Tokens left for the variable part once the fixed texts (and `reserve`) are in."""
+        used = sum(self.count(text) for text in fixed) + 2 * TOKENS_PER_MESSAGE + reserve
+        return max(0, self.tokens - used)
+
+    def chars(self, tokens: int) -> int:
+        return int(tokens * chars_per_token(self.model))
