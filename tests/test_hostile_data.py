@@ -118,8 +118,9 @@ def test_followup_questions_and_report_from_the_model_are_storable(fakes, fake_l
 
 
 def test_planned_queries_are_storable_and_capped(fakes, fake_llm) -> None:
-    # given a model that answers a query with NUL, a surrogate and ten thousand words
-    huge = "word " * 10_000
+    # given a model that answers a query with NUL, a surrogate and far more words than a query or objective may hold
+    # (within the answer's room: a longer answer is cut by the server and asked again)
+    huge = "word " * 450
     fake_llm.handlers["serp_queries"] = lambda body, schema: {
         "queries": [{"query": f"heat{NUL} pumps{SURROGATE} {huge}", "objective": f"o{NUL}" + huge}]
     }
