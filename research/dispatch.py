@@ -16,6 +16,8 @@ from django.db import connection, transaction
 from research.models import QueryStatus, Research, ResearchMode, SerpQuery, Website, WebsiteStatus
 from researchsite.celery import app
 
+# The follow-up questions of a draft: written by a worker, never inside a web request (a model may take minutes).
+FOLLOWUPS = "workers.tasks.generate_followups_task"
 START = "workers.tasks.start_research_task"
 PLAN = "workers.tasks.plan_queries_task"
 SEARCH = "workers.tasks.run_query_task"

@@ -3,7 +3,7 @@
 The JSON API, the `start_research` management command, the benchmarks and the browser tests' seed data all go
 through these functions, so they all get the same checks: the same limits, the per-user cap, and the
 conditional claim that lets only one of two racing starts through. Follow-up questions need the model, so they
-are a pipeline step (workers/pipeline/followups.py) that the API calls on a draft made here.
+are a step of their own on the workers (workers/pipeline/followups.py), queued for the draft made here.
 """
 
 from collections.abc import Sequence
@@ -15,8 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from research import budgets, dispatch
+from research.events import record_event
 from research.lifecycle import cancel_research
-from research.models import ACTIVE_STATUSES, FollowUpQuestion, Research, ResearchMode, ResearchStatus
+from research.models import ACTIVE_STATUSES, EventType, FollowUpQuestion, Research, ResearchMode, ResearchStatus
 
 
 class ServiceError(Exception):
@@ -51,13 +52,24 @@ def make_title(prompt: str, limit: int = 90) -> str:
 
 
 def create_draft(owner: Any, prompt: str, num_questions: int) -> Research:
-    """A new research whose follow-up questions are still to be written."""
+    """A new research whose follow-up questions a worker writes: queued once the draft is committed."""
     _check_prompt(prompt)
     if not 1 <= num_questions <= settings.MAX_FOLLOWUP_QUESTIONS:
         raise InvalidInput(f"must be 1..{settings.MAX_FOLLOWUP_QUESTIONS}", "num_questions")
-    return Research.objects.create(
-        owner=owner, prompt=prompt, title=make_title(prompt), num_questions=num_questions, engine=default_engine()
-    )
+    with transaction.atomic():
+        research = Research.objects.create(
+            owner=owner,
+            prompt=prompt,
+            title=make_title(prompt),
+            num_questions=num_questions,
+            engine=default_engine(),
+            # Handed on to its step: the sweeper queues it again if the message is lost (workers/pipeline/recovery.py).
+            claimed_at=timezone.now(),
+            claimed_by=dispatch.QUEUED,
+        )
+        record_event(research.pk, EventType.GENERATING_FOLLOWUPS, {"num_questions": num_questions})
+        dispatch.queue_on_commit(dispatch.FOLLOWUPS, str(research.pk))
+    return research
 
 
 def create_with_answers(owner: Any, prompt: str, answered: Sequence[tuple[str, str]]) -> Research:
@@ -93,8 +105,7 @@ def start_research(
     `budget` is the request's {"seconds", "tokens", "usd"} (each optional; the defaults fill in the rest).
     `mode` is "fixed" (default) or "adaptive"; `min_depth` and `quality_threshold` apply to adaptive mode only.
     """
-    if research.status != ResearchStatus.AWAITING_ANSWERS:
-        raise NotStartable(f"research is {research.status}; only one awaiting answers can start", "research_id")
+    check_startable(research)
     if not 1 <= breadth <= settings.MAX_BREADTH:
         raise InvalidInput(f"must be 1..{settings.MAX_BREADTH}", "breadth")
     if not 1 <= depth <= settings.MAX_DEPTH:
@@ -127,6 +138,14 @@ def start_research(
         ):
             raise NotStartable("research was started already", "research_id")
         dispatch.queue_on_commit(dispatch.START, str(research.pk))
+
+
+def check_startable(research: Research) -> None:
+    """Raise NotStartable unless the research awaits its answers: its questions must exist before it can start."""
+    if research.status == ResearchStatus.DRAFT:
+        raise NotStartable("the follow-up questions are still being written; start once they are ready", "research_id")
+    if research.status != ResearchStatus.AWAITING_ANSWERS:
+        raise NotStartable(f"research is {research.status}; only one awaiting answers can start", "research_id")
 
 
 def research_mode(mode: Any, min_depth: Any, quality_threshold: Any, depth: int) -> tuple[str, int | None, int | None]:

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,13 +207,33 @@ def start_through_the_api(base: str, password: str, prompt: str, breadth: int, d
         return response.json()
 
     asked = post("/api/research/questions", {"prompt": prompt, "num_questions": len(ANSWERS)})
-    for question, answer in zip(asked["questions"], ANSWERS, strict=True):
+    questions = asked.get("questions")
+    if questions is None:  # 202: the model is slow, and the questions arrive in the research's snapshot
+        say("The model is still writing the follow-up questions…")
+        questions = wait_for_questions(session, base, str(asked["research_id"]))
+    for question, answer in zip(questions, ANSWERS, strict=True):
         say(f"Q: {question}\n    A: {answer}")
     started = post(
         "/api/research/start",
         {"research_id": asked["research_id"], "answers": ANSWERS, "breadth": breadth, "depth": depth, "mode": mode},
     )
     return str(started["research_id"])
+
+
+def wait_for_questions(session: Any, base: str, research_id: str, timeout: float = 600) -> list[str]:
+    """The research's follow-up questions once a worker has written them, as the page waits for them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        response = session.get(f"{base}/api/research/{research_id}", timeout=30)
+        if response.status_code >= 500:
+            continue
+        research = response.json()["research"]
+        if research["status"] == "failed":
+            raise SystemExit(f"the follow-up questions could not be written: {research['error']}")
+        if research["status"] != "draft":
+            return [item["question"] for item in response.json()["questions"]]
+    raise SystemExit(f"no follow-up questions after {timeout:g} s")
 
 
 def progress_bar(done: int, total: int, width: int = 30) -> str:

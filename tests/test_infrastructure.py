@@ -153,7 +153,13 @@ def test_control_steps_are_routed_to_their_own_queue() -> None:
     def queue_of(name: str) -> str:
         return app.amqp.router.route({}, name, (), {})["queue"].name
 
-    for name in ("start_research_task", "plan_queries_task", "write_report_task", "sweep_task"):
+    for name in (
+        "generate_followups_task",
+        "start_research_task",
+        "plan_queries_task",
+        "write_report_task",
+        "sweep_task",
+    ):
         assert queue_of(f"workers.tasks.{name}") == "control", name
     for name in ("run_query_task", "scrape_website_task", "analyze_website_task"):
         assert queue_of(f"workers.tasks.{name}") == "celery", name

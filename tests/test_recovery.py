@@ -115,6 +115,40 @@ def test_search_stuck_past_max_attempts_is_critical(running, settings) -> None:
     assert Document.objects.filter(research=running, kind="error_output").exists()
 
 
+def test_draft_whose_questions_lapsed_is_requeued_and_failed_past_max_attempts(user, published, settings) -> None:
+    # given drafts: one whose worker died writing its questions, one whose message was lost, one just handed on, and
+    # one made before the questions were a step of their own (never handed on: left as it is)
+    settings.LEASE_SECONDS, settings.QUEUE_GRACE_SECONDS, settings.MAX_ATTEMPTS = 60, 90, 2
+
+    def draft(title: str, **lease) -> Research:
+        return Research.objects.create(owner=user, prompt="p", title=title, num_questions=2, **lease)
+
+    died = draft("died", claimed_at=ago(120), claimed_by="dead:1:t")
+    lost = draft("lost", claimed_at=ago(120), claimed_by="queued")
+    fresh = draft("fresh", claimed_at=ago(5), claimed_by="queued")
+    old = draft("old")
+    Research.objects.filter(pk=old.pk).update(created_at=ago(30 * 86400))
+    # when
+    first = sweep()
+    second = sweep()
+    # then the two lapsed ones are queued again, once each; a lapsed lease counts as an attempt, a lost message not
+    assert (first, second) == ({"followups": 2}, {})
+    assert published == ["workers.tasks.generate_followups_task"] * 2
+    requeued = Research.objects.filter(pk__in=[died.pk, lost.pk]).order_by("title")
+    assert [(r.claimed_by, r.attempts) for r in requeued] == [("sweeper", 1), ("sweeper", 0)]
+    assert Research.objects.get(pk=fresh.pk).claimed_by == "queued"
+    # when the step's worker dies again, and again past MAX_ATTEMPTS
+    for expected in ({"followups": 1}, {"followups_failed": 1}):
+        Research.objects.filter(pk=died.pk).update(claimed_at=ago(120), claimed_by="dead:2:t")
+        assert sweep() == expected
+    # then that draft fails with the reason; the others still wait for their questions
+    died.refresh_from_db()
+    assert died.status == ResearchStatus.FAILED and "no follow-up questions after 2 attempts" in died.error
+    failed = Event.objects.get(research=died, type="research_failed")
+    assert failed.data["reason"] == "followups_failed"
+    assert set(Research.objects.exclude(pk=died.pk).values_list("status", flat=True)) == {ResearchStatus.DRAFT}
+
+
 def test_lost_report_publish_and_stuck_report_are_retried(user, published, settings) -> None:
     settings.LEASE_SECONDS, settings.QUEUE_GRACE_SECONDS = 60, 60
     finished = Research.objects.create(

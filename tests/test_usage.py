@@ -1,33 +1,36 @@
 """Every model request is recorded and priced, whatever came of it: failed, retried and re-asked ones too."""
 
-import json
 from decimal import Decimal
 
 import pytest
 from django.db.models import Sum
 
+from research import services
 from research.models import CallOutcome, LlmCall, Research
 from research.usage import cost_of
 from tests.fakes import FakeLLM
+from workers.pipeline.followups import generate_followups
 
 pytestmark = pytest.mark.django_db
 
 
-def post_questions(api, n: int = 2):
-    body = {"prompt": "How do heat pumps perform in cold climates?", "num_questions": n}
-    return api.post("/api/research/questions", data=json.dumps(body), content_type="application/json")
+def write_questions(user, n: int = 2) -> Research:
+    """A draft with its follow-up questions written by their step, run here (no worker: this test is not
+    transactional, so the draft's own step is never queued)."""
+    research = services.create_draft(user, "How do heat pumps perform in cold climates?", n)
+    assert len(generate_followups(research.pk)) == n
+    research.refresh_from_db()
+    return research
 
 
-def test_failed_and_retried_requests_are_recorded_and_counted(api, fakes, fake_llm: FakeLLM, settings) -> None:
+def test_failed_and_retried_requests_are_recorded_and_counted(user, fakes, fake_llm: FakeLLM, settings) -> None:
     # given a model that fails twice with a 503, then answers once with invalid JSON, then answers well
     settings.LLM_PRICES = {**settings.LLM_PRICES, settings.LLM_MODEL: (0.15, 0.60)}
     fake_llm.fail_next(2, status=503, retry_after=0.01)
     fake_llm.invalid_json_next(1)
-    # when the follow-up questions are asked for
-    response = post_questions(api)
-    # then the request succeeded, and all four requests were recorded in order, each with its outcome
-    assert response.status_code == 201, response.content
-    research = Research.objects.get(pk=response.json()["research_id"])
+    # when the follow-up questions are written
+    research = write_questions(user)
+    # then all four requests were recorded in order, each with its outcome
     calls = list(LlmCall.objects.filter(research=research).order_by("id"))
     assert [(call.attempt, call.outcome) for call in calls] == [
         (1, CallOutcome.ERROR),
@@ -44,13 +47,13 @@ def test_failed_and_retried_requests_are_recorded_and_counted(api, fakes, fake_l
     assert (research.prompt_tokens, research.completion_tokens) == (totals["p"], totals["c"])
 
 
-def test_cost_is_the_price_table_applied_to_each_recorded_request(api, fakes, fake_llm: FakeLLM, settings) -> None:
+def test_cost_is_the_price_table_applied_to_each_recorded_request(
+    api, user, fakes, fake_llm: FakeLLM, settings
+) -> None:
     # given a known price: $0.15 per million prompt tokens, $0.60 per million completion tokens
     settings.LLM_PRICES = {settings.LLM_MODEL: (0.15, 0.60)}
     fake_llm.invalid_json_next(1)
-    response = post_questions(api)
-    assert response.status_code == 201, response.content
-    research = Research.objects.get(pk=response.json()["research_id"])
+    research = write_questions(user)
     calls = list(LlmCall.objects.filter(research=research))
     assert len(calls) == 2
     # then every call's cost is exact, and the research's cost is their sum
@@ -62,11 +65,9 @@ def test_cost_is_the_price_table_applied_to_each_recorded_request(api, fakes, fa
     assert snapshot["research"]["usage"]["cost_usd"] == float(research.cost_usd)
 
 
-def test_a_model_without_a_price_has_an_unknown_cost(api, fakes, fake_llm: FakeLLM, settings) -> None:
+def test_a_model_without_a_price_has_an_unknown_cost(api, user, fakes, fake_llm: FakeLLM, settings) -> None:
     settings.LLM_PRICES = {}
-    response = post_questions(api)
-    assert response.status_code == 201, response.content
-    research = Research.objects.get(pk=response.json()["research_id"])
+    research = write_questions(user)
     assert LlmCall.objects.get(research=research).cost_usd is None
     assert research.unpriced_calls == 1
     snapshot = api.get(f"/api/research/{research.pk}").json()

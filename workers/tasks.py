@@ -20,7 +20,7 @@ from django.db.models import Model
 
 from research.models import ReportSection, Research, SerpQuery, Website
 from workers.errors import ResearchStopped, TransientError
-from workers.pipeline import analyze, heartbeat, lifecycle, plan, recovery, report, review, scrape, search
+from workers.pipeline import analyze, followups, heartbeat, lifecycle, plan, recovery, report, review, scrape, search
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,12 @@ class ResearchTask(Task):
             pass  # the research ended meanwhile: nothing to record against it
         except Exception:
             log.exception("failure handler of %s failed", self.name)
+
+
+@shared_task(base=ResearchTask, bind=True)
+def generate_followups_task(self: Task, research_id: str) -> None:
+    """Write and store a draft's follow-up questions, once."""
+    followups.generate_followups(research_id, task_id=self.request.id)
 
 
 @shared_task(base=ResearchTask, bind=True)
@@ -133,6 +139,7 @@ def sweep_task() -> dict[str, int]:
 
 
 FAILURE_HANDLERS = {
+    generate_followups_task.name: followups.followups_failed,
     start_research_task.name: lifecycle.start_failed,
     plan_queries_task.name: plan.planning_failed,
     run_query_task.name: search.search_failed,
@@ -148,6 +155,7 @@ FAILURE_HANDLERS = {
 
 # The row each step works on, from its task's arguments: a worker that receives the message reserves it.
 STEP_ROWS = {
+    generate_followups_task.name: lambda research_id: (Research, research_id),
     start_research_task.name: lambda research_id: (Research, research_id),
     plan_queries_task.name: lambda research_id, parent_id: (
         (SerpQuery, parent_id) if parent_id is not None else (Research, research_id)

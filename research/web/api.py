@@ -1,5 +1,5 @@
-"""The JSON API. Views check the shape of the input, then hand off to research/services.py (or, for follow-up
-questions, to the pipeline step that asks the model)."""
+"""The JSON API. Views check the shape of the input, then hand off to research/services.py. No view calls a model:
+the follow-up questions are written by a worker, and their request only waits for them a while."""
 
 import functools
 import logging
@@ -17,6 +17,7 @@ from research.models import (
     Document,
     DocumentKind,
     Event,
+    FollowUpQuestion,
     ReportSection,
     Research,
     ResearchStatus,
@@ -36,11 +37,12 @@ from research.web.validation import (
     text_field,
     uuid_value,
 )
-from workers.errors import DeadlineExceeded, PermanentError, TransientError
 from workers.pipeline.citations import report_title
-from workers.pipeline.followups import generate_followups
 
 log = logging.getLogger(__name__)
+
+# How often the questions request looks for its questions while it waits: one primary-key read each time.
+QUESTIONS_POLL_SECONDS = 0.1
 
 View = Callable[..., HttpResponse]
 
@@ -107,18 +109,32 @@ def questions(request: HttpRequest) -> HttpResponse:
     data = json_body(request)
     prompt = text_field(data, "prompt", settings.MAX_PROMPT_CHARS)
     count = int_field(data, "num_questions", 1, settings.MAX_FOLLOWUP_QUESTIONS)
-    # The person waits for this answer: the model gets QUESTIONS_DEADLINE, not the minutes a worker's call may take.
-    deadline = time.monotonic() + settings.QUESTIONS_DEADLINE
-    research = services.create_draft(request.user, prompt, count)
-    try:
-        asked = generate_followups(research.pk, deadline=deadline)
-    except DeadlineExceeded:
-        return error_response(
-            504, f"the language model did not answer within {settings.QUESTIONS_DEADLINE:g} seconds; try again"
-        )
-    except (TransientError, PermanentError) as exc:
-        return error_response(502, f"the language model could not write the questions: {exc}")
-    return JsonResponse({"research_id": str(research.pk), "questions": asked}, status=201)
+    research = services.create_draft(request.user, prompt, count)  # a worker writes its questions
+    return _await_questions(research.pk, time.monotonic() + settings.QUESTIONS_WAIT_SECONDS)
+
+
+def _await_questions(research_id: Any, until: float) -> HttpResponse:
+    """201 with the questions once a worker has stored them, 502 when writing them failed; at `until` (a
+    `time.monotonic()` value) 202: a slow model holds no request, and the questions arrive in the snapshot and over
+    the websocket. Each request runs in a thread of its own under daphne (Django's ASGI handler gives every request
+    its own thread-sensitive context), so this wait holds up no other request (tests/test_api_questions.py)."""
+    while True:
+        row = Research.objects.filter(pk=research_id).values_list("status", "error").first()
+        status, error = row if row is not None else (None, "")
+        if status is None:
+            return error_response(404, "research not found", "research_id")  # deleted meanwhile
+        if status == ResearchStatus.FAILED:
+            return error_response(502, f"the language model could not write the questions: {error}")
+        if status == ResearchStatus.CANCELLED:
+            return error_response(409, "research was cancelled", "research_id")
+        if status != ResearchStatus.DRAFT:
+            asked = FollowUpQuestion.objects.filter(research_id=research_id).order_by("position")
+            questions = list(asked.values_list("question", flat=True))
+            return JsonResponse({"research_id": str(research_id), "questions": questions}, status=201)
+        left = until - time.monotonic()
+        if left <= 0:
+            return JsonResponse({"research_id": str(research_id), "status": "generating_followups"}, status=202)
+        time.sleep(min(QUESTIONS_POLL_SECONDS, left))
 
 
 @api_view("POST")
@@ -133,6 +149,7 @@ def start(request: HttpRequest) -> HttpResponse:
     adaptive = {key: data.get(key) for key in ("mode", "min_depth", "quality_threshold")}
     if data.get("research_id") is not None:
         research = own_research(request, data["research_id"])
+        services.check_startable(research)  # before the answers: a draft has no questions to answer yet
         answers = [answer for _, answer in _answers(data, research)]
         services.start_research(research, answers, breadth, depth, budget, **adaptive)
     else:

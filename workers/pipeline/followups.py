@@ -1,8 +1,10 @@
-"""Follow-up questions: the first step of a research, run inside the `questions` request."""
+"""Follow-up questions: the first step of a research, on a worker; the `questions` request only waits for it a while
+(research/web/api.py), so a slow model never holds a web request or fails a research."""
 
 import logging
 from typing import Any
 
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from research.events import record_event
@@ -10,35 +12,62 @@ from research.models import EventType, FollowUpQuestion, Research, ResearchStatu
 from research.transactions import research_transaction
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
+from workers.pipeline import heartbeat
+from workers.pipeline.locks import claim_owner, claimable, worker_name
 
 log = logging.getLogger(__name__)
 
 
-def generate_followups(research_id: Any, deadline: float | None = None) -> list[str]:
-    """Ask the prompt analyzer for the research's follow-up questions and store them.
+def generate_followups(research_id: Any, task_id: str | None = None) -> list[str]:
+    """Ask the prompt analyzer for a draft's follow-up questions and store them, once; returns those stored (none
+    when another delivery holds or did the work, or the draft was cancelled meanwhile).
 
-    Raises the client's errors after marking the research failed, so the caller can answer with a 502, or with a
-    504 for DeadlineExceeded: the model had not answered by `deadline` (a `time.monotonic()` value).
+    The model's errors propagate: its task retries a transient one and marks the research failed
+    (`followups_failed`) when retries run out or the error is permanent.
     """
-    research = Research.objects.get(pk=research_id)
-    record_event(research.pk, EventType.GENERATING_FOLLOWUPS, {"num_questions": research.num_questions})
-    try:
+    owner = claim_owner(task_id)
+    # A draft without questions, not held by a live delivery: a duplicate while the first still runs leases nothing
+    # and makes no model call.
+    drafts = Research.objects.filter(claimable(owner), pk=research_id, status=ResearchStatus.DRAFT).exclude(
+        Exists(FollowUpQuestion.objects.filter(research=OuterRef("pk")))
+    )
+    if not drafts.update(claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]):
+        return []
+    heartbeat.took_up()  # the claim replaced the task's reservation
+    with heartbeat.holding(Research, research_id):
+        research = Research.objects.get(pk=research_id)
         with charged_to(research.pk):
-            questions, _, _ = engine_for(research.engine).ask_questions(
-                research.prompt, research.num_questions, deadline=deadline
-            )
-    except Exception as exc:
-        log.warning("follow-up questions for research %s failed: %s", research.pk, exc)
-        Research.objects.filter(pk=research.pk).update(
-            status=ResearchStatus.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
-        )
-        record_event(research.pk, EventType.RESEARCH_FAILED, {"reason": "followups_failed", "error": str(exc)[:500]})
-        raise
+            questions, _, _ = engine_for(research.engine).ask_questions(research.prompt, research.num_questions)
+        return _store(research, questions)
+
+
+def _store(research: Research, questions: list[str]) -> list[str]:
     with research_transaction(research.pk):
+        # Conditional under the row lock: a delivery that raced this one past a lapsed lease, or a cancel during
+        # the model call, leaves nothing to store.
+        if not Research.objects.filter(pk=research.pk, status=ResearchStatus.DRAFT).update(
+            status=ResearchStatus.AWAITING_ANSWERS,
+            claimed_by="",
+            # The sweeper's re-queues of this step are over; the start's count from zero.
+            attempts=0,
+        ):
+            return []
         FollowUpQuestion.objects.bulk_create(
             FollowUpQuestion(research_id=research.pk, position=index, question=question)
             for index, question in enumerate(questions)
         )
-        Research.objects.filter(pk=research.pk).update(status=ResearchStatus.AWAITING_ANSWERS)
         record_event(research.pk, EventType.FOLLOWUPS_GENERATED, {"questions": questions})
     return questions
+
+
+def followups_failed(research_id: Any, error: BaseException) -> None:
+    """The questions could not be written (a permanent model error, or retries and sweeper attempts used up): the
+    draft fails with the reason, which the waiting request, the snapshot and the page show."""
+    log.warning("follow-up questions for research %s failed: %s", research_id, error)
+    message = str(error) or type(error).__name__
+    with research_transaction(research_id):
+        if not Research.objects.filter(pk=research_id, status=ResearchStatus.DRAFT).update(
+            status=ResearchStatus.FAILED, error=message[:2000], finished_at=timezone.now(), claimed_by=""
+        ):
+            return  # written meanwhile, cancelled, or failed already
+        record_event(research_id, EventType.RESEARCH_FAILED, {"reason": "followups_failed", "error": message[:500]})

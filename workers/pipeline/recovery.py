@@ -28,6 +28,7 @@ from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, stop_unf
 from research.models import (
     Document,
     DocumentKind,
+    FollowUpQuestion,
     PageStatus,
     QueryStatus,
     ReportSection,
@@ -39,7 +40,7 @@ from research.models import (
     WebsiteStatus,
 )
 from workers.errors import ResearchStopped
-from workers.pipeline import analyze, lifecycle, plan, report, review, scrape, search
+from workers.pipeline import analyze, followups, lifecycle, plan, report, review, scrape, search
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ def sweep() -> dict[str, int]:
     for step in (
         _stop_ended,
         _check_budgets,
+        _drafts,
         _queued,
         _top_planning,
         _reports,
@@ -165,6 +167,24 @@ def _check_budgets(state: Sweep) -> None:
     ):
         if budgets.check(research_id):
             state.done["budget_stop"] += 1
+
+
+def _drafts(state: Sweep) -> None:
+    """A draft whose follow-up questions' worker died or whose message was lost: queued again; past MAX_ATTEMPTS
+    it fails, as a model that cannot write them does. Drafts made before the questions became a step of their own
+    were never handed on (no `claimed_at`): they are left as they are."""
+    drafts = Research.objects.filter(state.due(), status=ResearchStatus.DRAFT, claimed_at__isnull=False).exclude(
+        Exists(FollowUpQuestion.objects.filter(research=OuterRef("pk")))
+    )
+    for research in drafts:
+        state.retry_or_fail(
+            research,
+            "followups",
+            lambda error, pk=research.pk: followups.followups_failed(pk, error),
+            lambda pk=str(research.pk): dispatch.queue(dispatch.FOLLOWUPS, pk),
+            f"no follow-up questions after {research.attempts} attempts",
+            status=ResearchStatus.DRAFT,
+        )
 
 
 def _queued(state: Sweep) -> None:

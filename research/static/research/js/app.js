@@ -38,7 +38,7 @@ function main() {
   const view = new ResearchView(researchView, {
     onResume: (snapshot) => {
       navigate("/");
-      start.showQuestions(snapshot.research.id, snapshot.research.prompt, snapshot.questions);
+      start.resume(snapshot);
     },
     onStatus: (research) => sidebar.upsert(summary(research)),
   });

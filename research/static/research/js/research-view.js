@@ -215,7 +215,9 @@ export class ResearchView {
       resume.addEventListener("click", () => this.onResume(snapshot));
       this.notice("This research has not started yet: its follow-up questions are waiting for answers.", resume);
     } else if (r.status === "draft") {
-      this.notice("The follow-up questions are being written.");
+      const wait = h("button", { type: "button", class: "button", text: "Wait for them in the form" });
+      wait.addEventListener("click", () => this.onResume(snapshot));
+      this.notice("The follow-up questions are being written.", wait);
     } else if (r.status === "cancelled") {
       this.notice("This research was cancelled. Everything found until then is kept below.");
     } else if (r.status === "failed" && !snapshot.error_output) {

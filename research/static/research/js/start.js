@@ -1,8 +1,16 @@
 // The start flow: prompt and number of follow-up questions, then answers, breadth and depth, then start.
-import { api, h, show } from "./dom.js";
+import { ApiError, api, h, show } from "./dom.js";
 import { clearMode, readMode, syncModeFields } from "./adaptive.js";
 import { clearBudget, readBudget } from "./budget.js";
 import { queriesPerLevel, totalQueries } from "./lib.js";
+
+// A slow model: the questions request answers 202 after a while, and the form asks for the research until they land.
+const POLL_MS = 1000;
+const WAITING_TEXT = "The model is writing the questions… They appear here as soon as they are ready.";
+
+function sleep(ms) {
+  return new Promise((resolve) => window.setTimeout(resolve, ms));
+}
 
 function clampInt(value, min, max) {
   const n = Number.parseInt(value, 10);
@@ -27,6 +35,9 @@ export class StartFlow {
     this.askButton = root.querySelector("#ask-button");
     this.startButton = root.querySelector("#start-button");
     this.promptPreview = root.querySelector("#prompt-preview");
+    this.askStatus = root.querySelector("#ask-status");
+    // Each wait for questions has its number; a newer one, or a reset, makes an older one stop where it is.
+    this.waitNumber = 0;
 
     this.promptForm.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -65,14 +76,67 @@ export class StartFlow {
     if (count === null) {
       return this.error(this.promptForm, `Choose between 1 and ${this.limits.maxQuestions} follow-up questions.`);
     }
-    this.busy(this.askButton, true, "Writing questions…");
-    try {
+    return this.waiting(async (current) => {
       const answer = await api("/api/research/questions", { method: "POST", body: { prompt, num_questions: count } });
-      this.showQuestions(answer.research_id, prompt, answer.questions);
+      if (!current()) return;
+      if (answer.questions) this.showQuestions(answer.research_id, prompt, answer.questions);
+      else await this.waitForQuestions(answer.research_id, current);
+    });
+  }
+
+  // A research opened from the sidebar: its questions to answer, or, while they are still being written, the wait.
+  resume(snapshot) {
+    const r = snapshot.research;
+    if (r.status !== "draft") return this.showQuestions(r.id, r.prompt, snapshot.questions);
+    this.reset(false);
+    this.prompt.value = r.prompt;
+    this.numQuestions.value = String(r.num_questions || snapshot.questions.length || 1);
+    return this.waiting((current) => this.waitForQuestions(r.id, current));
+  }
+
+  // Runs `task` with the form in its waiting state; `task` gets a function that says whether it is still wanted.
+  async waiting(task) {
+    const number = ++this.waitNumber;
+    const current = () => number === this.waitNumber;
+    this.error(this.promptForm, "");
+    this.busy(this.askButton, true, "Writing questions…");
+    this.prompt.readOnly = true;
+    try {
+      await task(current);
     } catch (error) {
-      this.error(this.promptForm, error.message);
+      if (current()) this.error(this.promptForm, error.message);
     } finally {
-      this.busy(this.askButton, false, "Ask follow-up questions");
+      if (current()) this.stopWaiting();
+    }
+  }
+
+  stopWaiting() {
+    this.askStatus.textContent = "";
+    this.prompt.readOnly = false;
+    this.busy(this.askButton, false, "Ask follow-up questions");
+  }
+
+  // The questions are written by a worker: ask for the research until they are there, or until writing them failed.
+  async waitForQuestions(researchId, current) {
+    this.askStatus.textContent = WAITING_TEXT;
+    while (current()) {
+      await sleep(POLL_MS);
+      if (!current()) return;
+      let snapshot;
+      try {
+        snapshot = await api(`/api/research/${researchId}`);
+      } catch (error) {
+        // A lost connection or a restarting server: ask again. A research that is gone or not ours: stop.
+        if (error instanceof ApiError && error.status < 500) throw error;
+        continue;
+      }
+      if (!current()) return;
+      const r = snapshot.research;
+      if (r.status === "draft") continue;
+      if (r.status === "failed") throw new Error(`The model could not write the questions: ${r.error || "no details"}`);
+      if (r.status === "cancelled") throw new Error("This research was cancelled before its questions were written.");
+      this.showQuestions(researchId, r.prompt, snapshot.questions);
+      return;
     }
   }
 
@@ -144,6 +208,8 @@ export class StartFlow {
   }
 
   reset(clearPrompt) {
+    this.waitNumber += 1;
+    this.stopWaiting();
     this.researchId = null;
     if (clearPrompt) this.prompt.value = "";
     this.questions.replaceChildren();
