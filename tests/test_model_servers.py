@@ -5,7 +5,8 @@ import json
 import time
 
 import pytest
-from hypothesis import given, settings as hypothesis_settings
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from tests.fakes import FakeLLM
