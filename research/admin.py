@@ -8,6 +8,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import F, Q, QuerySet, Sum
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.html import format_html
 
 from research.models import (
     CollectionDocument,
@@ -17,6 +18,7 @@ from research.models import (
     FollowUpQuestion,
     LlmCall,
     MemoryItem,
+    ModelCheck,
     Page,
     Research,
     SerpQuery,
@@ -239,6 +241,28 @@ class LlmCallAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: LlmCall | None = None) -> bool:
+        return False
+
+
+@admin.register(ModelCheck)
+class ModelCheckAdmin(admin.ModelAdmin):
+    """Runs of `manage.py check_model`, newest first: what the model server showed and each agent's verdict. A
+    record: read-only (the command writes them)."""
+
+    list_display = ("created_at", "verdict", "base_url", "model_names")
+    list_filter = ("verdict",)
+    fields = ("created_at", "verdict", "base_url", "model_names", "table")
+    readonly_fields = fields
+
+    @admin.display(description="report")
+    def table(self, check: ModelCheck) -> str:
+        # As the command printed it: a fixed-width table, verdicts and the settings block to copy.
+        return format_html('<pre style="white-space: pre-wrap">{}</pre>', check.output)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ModelCheck | None = None) -> bool:
         return False
 
 

@@ -496,3 +496,32 @@ class RateHit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ModelVerdict(models.TextChoices):
+    WORKS = "works", "works"
+    WORKS_WITH_SETTINGS = "works_with_settings", "works with settings"
+    WILL_NOT_WORK = "will_not_work", "will not work"
+
+
+class ModelCheck(models.Model):
+    """One run of `manage.py check_model`: what the configured model server showed, and the verdict it earned.
+
+    Kept so that the admin shows the last check to whoever runs the service, not only to whoever ran the command.
+    """
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    base_url = models.CharField(max_length=500)
+    model_names = models.CharField(max_length=500, help_text="The models checked, comma-separated")
+    verdict = models.CharField(max_length=20, choices=ModelVerdict.choices, help_text="The worst agent's verdict")
+    report = models.JSONField(default=dict, help_text="Everything measured, and each agent's verdict")
+    output = models.TextField(help_text="The report as the command printed it")
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(verdict__in=ModelVerdict.values), name="modelcheck_verdict_valid")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.base_url}: {self.get_verdict_display()}"

@@ -276,6 +276,8 @@ def main() -> None:
     env, mode = configure(var, port)
     say(f"Mode: {mode}")
     password = prepare(env, var)
+    if model_configured(env):
+        check_model(env)
     processes = Processes(var)
     try:
         base = start_services(processes, env, var, port)
@@ -296,6 +298,23 @@ def main() -> None:
         print()
     finally:
         processes.stop()
+
+
+def model_configured(env: dict[str, str]) -> bool:
+    """Whether the research will use a model (RESEARCH_ENGINE, resolved as the settings resolve it)."""
+    engine = env.get("RESEARCH_ENGINE") or "auto"
+    if engine == "auto":
+        return bool(env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"))
+    return engine == "llm"
+
+
+def check_model(env: dict[str, str]) -> None:
+    """The model's verdict before the research starts: a model that will not work fails the research an hour
+    in, with less to go on than `manage.py check_model` says now."""
+    say("Checking the model (manage.py check_model)")
+    checked = subprocess.run([PY, "manage.py", "check_model", "--brief"], cwd=ROOT, env=env)
+    if checked.returncode != 0:
+        say("The model will not work as configured (see above): the research will likely fail.")
 
 
 def prepare(env: dict[str, str], var: Path) -> str:

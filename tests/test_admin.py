@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.utils.timezone import now
 
-from research.models import CollectionDocument, Event, LlmCall, MemoryItem, Page, Research, Website
+from research.models import CollectionDocument, Event, LlmCall, MemoryItem, ModelCheck, Page, Research, Website
 from tests.support.factories import build_tree
 
 pytestmark = pytest.mark.django_db
@@ -24,6 +24,9 @@ def test_every_admin_page_loads(client, django_user_model) -> None:
     call(research, tokens=100, usd="0.01")
     CollectionDocument.objects.create(
         path="/docs/a.md", title="A", content_type="text/markdown", text="A text.", sha256="0" * 64, indexed_at=now()
+    )
+    ModelCheck.objects.create(
+        base_url="http://127.0.0.1:11434/v1", model_names="m", verdict="works", report={}, output="Verdict: works"
     )
     client.force_login(superuser)
     checked = 0
