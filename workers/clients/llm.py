@@ -150,7 +150,7 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
     return parse_retry_after(exc.response.headers.get("retry-after") if exc.response is not None else None)
 
 
-def _schema_prompt(name: str, schema: dict[str, Any]) -> str:
+def schema_prompt(name: str, schema: dict[str, Any]) -> str:
     return (
         "Answer with a single JSON object and nothing else.\n"
         f"JSON schema name: {name}\n"
@@ -215,7 +215,7 @@ def _create(
         if mode == "json_schema":
             sent = messages
         else:
-            sent = [{"role": "system", "content": _schema_prompt(name, schema)}, *messages]
+            sent = [{"role": "system", "content": schema_prompt(name, schema)}, *messages]
         options: dict[str, Any] = {}
         if mode == "json_schema":
             options["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}

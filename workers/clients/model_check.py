@@ -32,7 +32,7 @@ from django.conf import settings
 
 from research.models import ModelVerdict
 from workers.clients import model_window
-from workers.clients.llm import ANSWER_TOKENS, FORMATS, REASONING_TOKENS, _schema_prompt
+from workers.clients.llm import ANSWER_TOKENS, FORMATS, REASONING_TOKENS, schema_prompt
 from workers.clients.model_answer import NoJSON, find_json, has_reasoning
 
 log = logging.getLogger(__name__)
@@ -285,7 +285,7 @@ def _format_messages(mode: str, name: str, schema: dict[str, Any], question: str
     user = {"role": "user", "content": question}
     if mode == "json_schema":
         return [user]
-    return [{"role": "system", "content": _schema_prompt(name, schema)}, user]
+    return [{"role": "system", "content": schema_prompt(name, schema)}, user]
 
 
 def _answer_room(probe: _Probe) -> int:
@@ -419,11 +419,7 @@ def _send_sized(probe: _Probe, messages: list[dict[str, str]]) -> int | None:
 
 def _window_in_error(message: str) -> int | None:
     # The same patterns the client learns a window from (vLLM, OpenAI, LM Studio, llama.cpp).
-    for pattern in model_window._WINDOW_IN_ERROR:
-        match = pattern.search(message)
-        if match:
-            return int(match.group(1))
-    return None
+    return model_window.window_in_error(message)
 
 
 # --- verdicts ---

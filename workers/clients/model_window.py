@@ -327,13 +327,18 @@ def learn_from_error(model: str, message: str, body: Any, sent_chars: int, max_t
     prompt_tokens = _first_int(_PROMPT_TOKENS_IN_ERROR, text)
     if prompt_tokens:
         observe_usage(model, sent_chars, prompt_tokens)
-    found = _first_int(_WINDOW_IN_ERROR, text)
+    found = window_in_error(text)
     if found is None:
         sent = prompt_tokens or estimate_tokens(model, sent_chars)
         found = max(256, int((sent + (max_tokens or 0)) * 0.75))
     _lower(model, "learned_window", found)
     log.warning("model %s: the server's window is %s tokens (from its error: %s)", model, found, message[:200])
     return found
+
+
+def window_in_error(text: str) -> int | None:
+    """The window a server's context-length error names (vLLM, OpenAI, LM Studio, llama.cpp wordings), if any."""
+    return _first_int(_WINDOW_IN_ERROR, text)
 
 
 def _first_int(patterns: list[re.Pattern[str]], text: str) -> int | None:
