@@ -123,9 +123,10 @@ def test_followups_delivered_again_while_held_or_once_done_do_nothing(user, fake
 
 
 @pytest.mark.django_db(transaction=True)
-def test_followups_racing_past_a_lapsed_lease_are_stored_once(user, fakes, fake_llm: FakeLLM) -> None:
+def test_followups_racing_past_a_lapsed_lease_are_stored_once(user, fakes, fake_llm: FakeLLM, published) -> None:
     # given a delivery whose lease lapses during its model call, and a second delivery that takes the draft over
-    # then and finishes first
+    # then and finishes first (the draft's own task is recorded, not sent: a worker running for other tests would
+    # take the draft first)
     research = services.create_draft(user, PROMPT, 2)
     second: list[list[str]] = []
 
