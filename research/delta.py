@@ -26,17 +26,22 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Count, Subquery
+from django.db.models.fields.json import KeyTransform
 
+from research.coverage import coverage
 from research.models import (
     Document,
+    DocumentKind,
     Event,
     Extract,
     FollowUpQuestion,
     MemoryItem,
     ReportSection,
     Research,
+    SectionStatus,
     SerpQuery,
     Website,
+    WebsiteStatus,
 )
 from research.snapshot import (
     MEMORY_FIELDS,
@@ -97,8 +102,8 @@ def state_checksum(state: dict[str, Any]) -> str:
 def build_delta(research_id: Any, since: Since | None) -> dict[str, Any]:
     """What changed in the research after `since`'s view; every row when `since` is None or has no view.
 
-    The research and the progress counts are always whole (both small); a collection with a changed row comes
-    with the changed rows and the order of all its keys, which also says which rows are gone. One query finds
+    The research, the progress counts and the coverage are always whole (all small); a collection with a changed
+    row comes with the changed rows and the order of all its keys, which also says which rows are gone. One query finds
     the changed rows of every table; the rest load only those, so a push of one event costs a few queries
     whatever the size of the tree."""
     research = Research.objects.get(pk=research_id)
@@ -130,12 +135,37 @@ def build_delta(research_id: Any, since: Since | None) -> dict[str, Any]:
         delta["websites"] = _websites(changed["websites"])
     if changed["memory"]:
         delta["memory"] = _memory(research.pk, changed["memory"])
+    report = None
     if changed["documents"]:
-        delta.update(documents(research.pk))
-    delta["report_sections"] = _sections(research, set(changed["sections"]))
-    statuses, extract_count = _counts(research.pk)
+        docs, report = documents(research.pk, research.report_version)
+        delta.update(docs)
+    else:
+        report = _current_report(research)
+    # The written sections' text counts only until the report is assembled (research/coverage.py).
+    delta["report_sections"], sections = _sections(research, set(changed["sections"]), with_text=report is None)
+    statuses, extract_count, pages_analysed = _counts(research.pk)
     delta["progress"] = progress(research, query_rows, statuses, extract_count)
+    delta["coverage"] = coverage(
+        research.report_words, extract_count, pages_analysed, sections, report, lambda: _analysed_urls(research.pk)
+    )
     return delta
+
+
+def _current_report(research: Research) -> str | None:
+    """The markdown of the report of the version being written or last written, None until it is stored."""
+    return (
+        Document.objects.filter(research_id=research.pk, kind=DocumentKind.REPORT, version=research.report_version)
+        .values_list("markdown", flat=True)
+        .first()
+    )
+
+
+def _analysed_urls(research_pk: Any) -> list[str]:
+    return list(
+        Website.objects.filter(research_id=research_pk, status=WebsiteStatus.ANALYZED)
+        .values_list("url", flat=True)
+        .distinct()
+    )
 
 
 # Transaction ids in a row's xmin are 32 bits and wrap around: compare them with the view's, modulo 2**32, as
@@ -210,47 +240,44 @@ def _memory(research_pk: Any, item_ids: list[int]) -> dict[str, Any]:
     return memory
 
 
-def _sections(research: Research, changed: set[int]) -> dict[str, Any]:
-    """The current version's section positions, and the changed sections (only those with their text)."""
-    rows = (
+def _sections(research: Research, changed: set[int], with_text: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The current version's section positions, and the changed sections (only those with their text); and every
+    section of it with its status, the findings its writer was given and, `with_text`, the written ones' text
+    (for the coverage)."""
+    fields = ["id", *(field for field in SECTION_FIELDS if field != "markdown")]
+    rows = list(
         ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
         .order_by("position")
-        .values("id", *(field for field in SECTION_FIELDS if field != "markdown"))
+        .values(*fields, findings=KeyTransform("findings", "plan"))
     )
-    rows = list(rows)
-    texts = (
-        dict(
-            ReportSection.objects.filter(pk__in=[row["id"] for row in rows if row["id"] in changed]).values_list(
-                "id", "markdown"
-            )
-        )
-        if changed
-        else {}
-    )
+    written = {row["id"] for row in rows if row["status"] == SectionStatus.WRITTEN} if with_text else set()
+    wanted = {row["id"] for row in rows if row["id"] in changed} | written
+    texts = dict(ReportSection.objects.filter(pk__in=wanted).values_list("id", "markdown")) if wanted else {}
+    for row in rows:
+        row["markdown"] = texts.get(row["id"], "")
     return {
         "order": [row["position"] for row in rows],
-        "rows": [
-            {key: (texts[row["id"]] if key == "markdown" else row[key]) for key in SECTION_FIELDS}
-            for row in rows
-            if row["id"] in texts
-        ],
-    }
+        "rows": [{key: row[key] for key in SECTION_FIELDS} for row in rows if row["id"] in changed],
+    }, rows
 
 
-def _counts(research_pk: Any) -> tuple[Counter[str], int]:
-    """The research's websites by status, and its extracts, in one query."""
+def _counts(research_pk: Any) -> tuple[Counter[str], int, int]:
+    """The research's websites by status, its extracts, and the distinct pages (URLs) of its analysed websites, in
+    one query."""
     statuses: Counter[str] = Counter()
     extracts = Extract.objects.filter(research_id=research_pk).values("research_id").annotate(n=Count("id"))
     rows = (
         Website.objects.filter(research_id=research_pk)
         .values("status")
-        .annotate(count=Count("id"), extracts=Subquery(extracts.values("n")))
+        .annotate(count=Count("id"), pages=Count("url", distinct=True), extracts=Subquery(extracts.values("n")))
     )
-    extract_count = 0
+    extract_count = pages_analysed = 0
     for row in rows:
         statuses[row["status"]] = row["count"]
         extract_count = row["extracts"] or 0
-    return statuses, extract_count
+        if row["status"] == WebsiteStatus.ANALYZED:
+            pages_analysed = row["pages"]
+    return statuses, extract_count, pages_analysed
 
 
 def row_digests(delta: dict[str, Any]) -> dict[str, str]:
@@ -301,6 +328,7 @@ def apply_delta(state: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str
     new["version"] = delta["snapshot_version"]
     new["research"] = delta["research"]
     new["progress"] = delta["progress"]
+    new["coverage"] = delta["coverage"]
     for key in ("questions", "report", "report_versions", "error_output"):
         if key in delta:
             new[key] = delta[key]

@@ -74,6 +74,9 @@ class Research(models.Model):
     # A research stopped early by a budget still completes, from what was analysed: partial, and why.
     partial = models.BooleanField(default=False)
     stop_reason = models.CharField(max_length=40, blank=True)
+    # How long the report should be, in words (research/services.py REPORT_LENGTHS): the writer gives each section
+    # its share of it, and the snapshot's coverage shows the words written against it.
+    report_words = models.PositiveIntegerField(default=4000)
     # The report version being written: a retried branch of a finished research writes the next one.
     report_version = models.PositiveIntegerField(default=1)
     # The outline of that version's report (title, summary), planned once; its sections are ReportSection rows.

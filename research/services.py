@@ -99,11 +99,13 @@ def start_research(
     mode: Any = None,
     min_depth: Any = None,
     quality_threshold: Any = None,
+    report_length: Any = None,
 ) -> None:
     """Store the answers (None: keep those stored) and queue the research, within its owner's cap.
 
     `budget` is the request's {"seconds", "tokens", "usd"} (each optional; the defaults fill in the rest).
     `mode` is "fixed" (default) or "adaptive"; `min_depth` and `quality_threshold` apply to adaptive mode only.
+    `report_length` is one of REPORT_LENGTHS or a number of words (default "standard").
     """
     check_startable(research)
     if not 1 <= breadth <= settings.MAX_BREADTH:
@@ -112,6 +114,7 @@ def start_research(
         raise InvalidInput(f"must be 1..{settings.MAX_DEPTH}", "depth")
     mode, min_depth, quality_threshold = research_mode(mode, min_depth, quality_threshold, depth)
     limits = _budget(budget)
+    words = report_words(report_length)
     with transaction.atomic():
         # Lock the owner's row so two starts at once cannot both slip under the cap.
         get_user_model().objects.select_for_update().filter(pk=research.owner_id).first()
@@ -135,6 +138,7 @@ def start_research(
             mode=mode,
             min_depth=min_depth,
             quality_threshold=quality_threshold,
+            report_words=words,
         ):
             raise NotStartable("research was started already", "research_id")
         dispatch.queue_on_commit(dispatch.START, str(research.pk))
@@ -163,6 +167,29 @@ def research_mode(mode: Any, min_depth: Any, quality_threshold: Any, depth: int)
     min_depth = _whole(min_depth, "min_depth", 1, depth, 1)
     threshold = _whole(quality_threshold, "quality_threshold", 1, 10, settings.ADAPTIVE_QUALITY_THRESHOLD)
     return mode, min_depth, threshold
+
+
+# The report lengths a start may name, in words; or it names a number of words in REPORT_WORDS_RANGE.
+REPORT_LENGTHS = {"brief": 1500, "standard": 4000, "long": 10000}
+REPORT_WORDS_RANGE = (300, 30000)
+
+
+def report_words(report_length: Any) -> int:
+    """The words a report should have: "standard" when not given, a named length, or a number of words."""
+    if report_length is None:
+        return REPORT_LENGTHS["standard"]
+    if isinstance(report_length, str):
+        if report_length not in REPORT_LENGTHS:
+            raise InvalidInput(f"must be one of {', '.join(REPORT_LENGTHS)} or a number of words", "report_length")
+        return REPORT_LENGTHS[report_length]
+    low, high = REPORT_WORDS_RANGE
+    # bool is an int in Python; JSON true is not a number. 2000.0 is not a whole number of words either.
+    if isinstance(report_length, bool) or not isinstance(report_length, int) or not low <= report_length <= high:
+        raise InvalidInput(
+            f"must be one of {', '.join(REPORT_LENGTHS)} or a whole number of words from {low} to {high}",
+            "report_length",
+        )
+    return report_length
 
 
 def _whole(value: Any, name: str, low: int, high: int, default: int) -> int:

@@ -11,7 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models.fields.json import KeyTransform
 
+from research.coverage import coverage
 from research.models import (
     Document,
     DocumentKind,
@@ -50,7 +52,7 @@ def research_summary(research: Research) -> dict[str, Any]:
 
 def build_snapshot(research_id: Any) -> dict[str, Any]:
     """Load the research, its questions, queries, websites, extracts, memory, documents and report sections: eight
-    queries in all."""
+    queries in all (the coverage is counted from what they load)."""
     research = Research.objects.get(pk=research_id)
     questions = list(
         FollowUpQuestion.objects.filter(research_id=research.pk)
@@ -74,22 +76,30 @@ def build_snapshot(research_id: Any) -> dict[str, Any]:
         extracts[row["website_id"]].append({"fact": row["fact"], "quote": row["quote"]})
     website_statuses = Counter(row["status"] for row in website_rows)
     extract_count = sum(len(items) for items in extracts.values())
+    docs, report = documents(research.pk, research.report_version)
+    sections = _report_sections(research)
+    analysed_urls = {row["url"] for row in website_rows if row["status"] == WebsiteStatus.ANALYZED}
     return {
         "version": SNAPSHOT_VERSION,
         "research": research_state(research),
         "questions": questions,
         "queries": _queries(query_rows, website_rows, extracts),
         "memory": _memory(research),
-        **documents(research.pk),
-        "report_sections": _report_sections(research),
+        **docs,
+        "report_sections": [{key: section[key] for key in SECTION_FIELDS} for section in sections],
         "progress": progress(research, query_rows, website_statuses, extract_count),
+        "coverage": coverage(
+            research.report_words, extract_count, len(analysed_urls), sections, report, lambda: analysed_urls
+        ),
     }
 
 
-def documents(research_id: Any) -> dict[str, Any]:
-    """The latest report and error output, and the list of report versions: the snapshot's document keys."""
+def documents(research_id: Any, report_version: int) -> tuple[dict[str, Any], str | None]:
+    """The latest report and error output, and the list of report versions: the snapshot's document keys; and the
+    markdown of the report of `report_version` (the version being written or last written), None until stored."""
     latest: dict[str, dict[str, Any]] = {}
     report_versions = []
+    current = None
     # In version order, so the latest of each kind is the one kept.
     for doc in (
         Document.objects.filter(research_id=research_id)
@@ -99,11 +109,14 @@ def documents(research_id: Any) -> dict[str, Any]:
         latest[doc["kind"]] = doc
         if doc["kind"] == DocumentKind.REPORT:
             report_versions.append({"version": doc["version"], "created_at": _iso(doc["created_at"])})
-    return {
+            if doc["version"] == report_version:
+                current = doc["markdown"]
+    keys = {
         "report": _document(latest.get(DocumentKind.REPORT)),
         "report_versions": report_versions,
         "error_output": _document(latest.get(DocumentKind.ERROR_OUTPUT)),
     }
+    return keys, current
 
 
 QUERY_FIELDS = (
@@ -146,11 +159,12 @@ SECTION_FIELDS = ("position", "title", "status", "markdown")
 
 
 def _report_sections(research: Research) -> list[dict[str, Any]]:
-    """The sections of the report version being written (or last written), in outline order, as they land."""
+    """The sections of the report version being written (or last written), in outline order, as they land; each
+    with SECTION_FIELDS and `findings`, the Extract ids its writer was given (for the coverage)."""
     return list(
         ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
         .order_by("position")
-        .values(*SECTION_FIELDS)
+        .values(*SECTION_FIELDS, findings=KeyTransform("findings", "plan"))
     )
 
 
@@ -179,6 +193,7 @@ def research_state(research: Research) -> dict[str, Any]:
         "partial": research.partial,
         "stop_reason": research.stop_reason,
         "report_version": research.report_version,
+        "report_words": research.report_words,
         "usage": {
             "prompt_tokens": research.prompt_tokens,
             "completion_tokens": research.completion_tokens,

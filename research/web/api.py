@@ -144,20 +144,20 @@ def start(request: HttpRequest) -> HttpResponse:
     breadth = int_field(data, "breadth", 1, settings.MAX_BREADTH)
     depth = int_field(data, "depth", 1, settings.MAX_DEPTH)
     budget = data.get("budget")  # checked by the service (research/budgets.py)
-    # Checked by the service too (research/services.py research_mode): an unknown mode, or adaptive settings
-    # out of range or given in fixed mode, are refused with the field's name.
-    adaptive = {key: data.get(key) for key in ("mode", "min_depth", "quality_threshold")}
+    # Checked by the service too (research/services.py research_mode, report_words): an unknown mode, adaptive
+    # settings out of range or given in fixed mode, or an unknown report length are refused with the field's name.
+    options = {key: data.get(key) for key in ("mode", "min_depth", "quality_threshold", "report_length")}
     if data.get("research_id") is not None:
         research = own_research(request, data["research_id"])
         services.check_startable(research)  # before the answers: a draft has no questions to answer yet
         answers = [answer for _, answer in _answers(data, research)]
-        services.start_research(research, answers, breadth, depth, budget, **adaptive)
+        services.start_research(research, answers, breadth, depth, budget, **options)
     else:
         prompt = text_field(data, "prompt", settings.MAX_PROMPT_CHARS)
         answered = _questions_with_answers(data)
         with transaction.atomic():  # refused at the cap: the new research is not kept either
             research = services.create_with_answers(request.user, prompt, answered)
-            services.start_research(research, None, breadth, depth, budget, **adaptive)
+            services.start_research(research, None, breadth, depth, budget, **options)
     return JsonResponse({"research_id": str(research.pk)}, status=202)
 
 

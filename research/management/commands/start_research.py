@@ -35,6 +35,9 @@ class Command(BaseCommand):
         parser.add_argument("--mode", choices=["fixed", "adaptive"], default=None)
         parser.add_argument("--min-depth", type=int, default=None)
         parser.add_argument("--quality-threshold", type=int, default=None)
+        parser.add_argument(
+            "--report-length", default=None, help="brief, standard (default), long, or a number of words"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = get_user_model().objects.filter(username=options["user"]).first()
@@ -46,6 +49,8 @@ class Command(BaseCommand):
                 research = services.create_with_answers(user, options["prompt"], pairs)
                 budget = {key: options[f"budget_{key}"] for key in ("seconds", "tokens", "usd")}
                 adaptive = {key: options[key] for key in ("mode", "min_depth", "quality_threshold")}
+                length = options["report_length"]
+                adaptive["report_length"] = int(length) if length and length.isdigit() else length
                 services.start_research(research, None, options["breadth"], options["depth"], budget, **adaptive)
         except services.ServiceError as exc:
             raise CommandError(f"{exc.field or 'research'}: {exc.message}") from exc

@@ -1,7 +1,7 @@
 // A research's state on the page: the snapshot of the last history message, with every push's delta applied.
-// The same rules as research/delta.py's apply_delta (the reference implementation): `research` and `progress`
-// replace theirs, whole documents replace theirs, and each keyed collection comes with the order of all its keys
-// and the rows that changed, so rows missing from the order are gone.
+// The same rules as research/delta.py's apply_delta (the reference implementation): `research`, `progress` and
+// `coverage` replace theirs, whole documents replace theirs, and each keyed collection comes with the order of all
+// its keys and the rows that changed, so rows missing from the order are gone.
 
 const MEMORY_SECTIONS = ["insights", "gaps", "contradictions"];
 
@@ -38,7 +38,13 @@ export function applyDelta(state, delta) {
   if (!state && delta.base !== 0) return null;
   const base = state || emptyState();
   try {
-    const next = { ...base, version: delta.snapshot_version, research: delta.research, progress: delta.progress };
+    const next = {
+      ...base,
+      version: delta.snapshot_version,
+      research: delta.research,
+      progress: delta.progress,
+      coverage: delta.coverage,
+    };
     for (const key of ["questions", "report", "report_versions", "error_output"]) {
       if (key in delta) next[key] = delta[key];
     }
