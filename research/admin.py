@@ -76,6 +76,7 @@ class ResearchAdmin(admin.ModelAdmin):
         "status",
         "breadth",
         "depth",
+        "report_words",
         "pending_queries",
         "cost",
         "tokens",

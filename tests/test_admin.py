@@ -146,3 +146,13 @@ def test_memory_items_are_listed_by_research_kind_and_state_and_read_only(client
     client.post(f"/admin/research/memoryitem/{insight.pk}/change/", {"text": "changed"})
     insight.refresh_from_db()
     assert insight.text == "Tokamaks lose heat."
+
+
+def test_admin_lists_and_edits_report_words(client, django_user_model) -> None:
+    superuser = django_user_model.objects.create_superuser("root", "root@example.com", "pw-long-enough-42")
+    research = Research.objects.create(owner=superuser, prompt="p", title="Long one", report_words=12345)
+    client.force_login(superuser)
+    listing = client.get("/admin/research/research/").content.decode()
+    assert "Report words" in listing and "12345" in listing
+    change = client.get(f"/admin/research/research/{research.pk}/change/").content.decode()
+    assert 'name="report_words"' in change and 'value="12345"' in change

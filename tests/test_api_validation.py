@@ -254,3 +254,50 @@ def test_start_over_the_per_user_cap_is_429(api, user, other_user, published, se
     Research.objects.filter(owner=user, status=ResearchStatus.QUEUED).update(status=ResearchStatus.COMPLETED)
     assert send(api, "post", "/api/research/start", {**GOOD_START, "breadth": 1, "depth": 1}).status_code == 202
     assert published == ["workers.tasks.start_research_task"]
+
+
+@pytest.mark.parametrize(
+    ("report_length", "words"),
+    [(None, 4000), ("brief", 1500), ("standard", 4000), ("long", 10000), (300, 300), (2500, 2500), (30000, 30000)],
+)
+def test_start_report_length_is_stored_as_report_words(api, user, published, report_length, words) -> None:
+    # the prompt+questions form
+    body = {**GOOD_START, "breadth": 1, "depth": 1}
+    if report_length is not None:
+        body["report_length"] = report_length
+    response = send(api, "post", "/api/research/start", body)
+    assert response.status_code == 202, response.content
+    research = Research.objects.get(pk=response.json()["research_id"])
+    assert research.report_words == words
+    # the research_id form
+    draft = Research.objects.create(owner=user, prompt="p", title="p", status=ResearchStatus.AWAITING_ANSWERS)
+    FollowUpQuestion.objects.create(research=draft, position=0, question="q")
+    body = {"research_id": str(draft.pk), "answers": ["a"], "breadth": 1, "depth": 1}
+    if report_length is not None:
+        body["report_length"] = report_length
+    response = send(api, "post", "/api/research/start", body)
+    assert response.status_code == 202, response.content
+    draft.refresh_from_db()
+    assert (draft.status, draft.report_words) == (ResearchStatus.QUEUED, words)
+
+
+@pytest.mark.parametrize(
+    "report_length", ["short", "", "Brief", "4000", 299, 30001, 0, -1, 2000.0, 2000.5, True, [], {"words": 2000}]
+)
+def test_start_bad_report_length_is_a_400_naming_the_field(api, user, published, report_length) -> None:
+    # the prompt+questions form: nothing created
+    response = send(
+        api, "post", "/api/research/start", {**GOOD_START, "breadth": 1, "depth": 1, "report_length": report_length}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == "report_length" and response.json()["error"]["message"]
+    assert Research.objects.count() == 0
+    # the research_id form: not started
+    draft = Research.objects.create(owner=user, prompt="p", title="p", status=ResearchStatus.AWAITING_ANSWERS)
+    FollowUpQuestion.objects.create(research=draft, position=0, question="q")
+    body = {"research_id": str(draft.pk), "answers": ["a"], "breadth": 1, "depth": 1, "report_length": report_length}
+    response = send(api, "post", "/api/research/start", body)
+    assert response.status_code == 400 and response.json()["error"]["field"] == "report_length"
+    draft.refresh_from_db()
+    assert draft.status == ResearchStatus.AWAITING_ANSWERS and draft.report_words == 4000
+    assert published == []
