@@ -14,6 +14,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from research import quotas
 from research.models import Research
+from research.services import REPORT_LENGTHS, REPORT_WORDS_RANGE
 
 
 def _shell(request: HttpRequest, research_id: str = "") -> HttpResponse:
@@ -27,6 +28,13 @@ def _shell(request: HttpRequest, research_id: str = "") -> HttpResponse:
             "max_questions": settings.MAX_FOLLOWUP_QUESTIONS,
             "max_prompt_chars": settings.MAX_PROMPT_CHARS,
             "max_answer_chars": settings.MAX_ANSWER_CHARS,
+            # (value, label) of each named report length: "Brief: about 1,500 words".
+            "report_lengths": [
+                (name, f"{name.capitalize()}: about {words:,} words") for name, words in REPORT_LENGTHS.items()
+            ],
+            "standard_report_words": REPORT_LENGTHS["standard"],
+            "min_report_words": REPORT_WORDS_RANGE[0],
+            "max_report_words": REPORT_WORDS_RANGE[1],
         },
     }
     return render(request, "research/home.html", context)

@@ -15,6 +15,7 @@ import { queryActions, renderReportVersions, updateQueryActions } from "./branch
 import { ResearchFeed } from "./live.js";
 import { renderMemory } from "./memory.js";
 import { ReportGrowth } from "./report-growth.js";
+import { coverageText } from "./coverage.js";
 
 export class ResearchView {
   constructor(root, { onResume, onStatus }) {
@@ -53,6 +54,7 @@ export class ResearchView {
       reportBody: $("#report-body"),
       reportGrowth: $("#report-growth"),
       reportVersions: $("#report-versions"),
+      reportCoverage: $("#report-coverage"),
       errorBody: $("#error-body"),
     };
     this.tabs = {
@@ -236,6 +238,11 @@ export class ResearchView {
     show(this.tabs.error.tab, Boolean(snapshot.error_output));
     this.loadDocument("report", snapshot.report, `/api/research/${r.id}/report.html`, this.el.reportBody);
     renderReportVersions(this.el.reportVersions, snapshot);
+    // The coverage is the current version's: a retried research's older report is not what it counts.
+    const current = Boolean(snapshot.report) && snapshot.report.version === r.report_version;
+    const coverage = coverageText(snapshot.coverage, current);
+    this.el.reportCoverage.textContent = coverage;
+    show(this.el.reportCoverage, Boolean(coverage));
     this.loadDocument("error", snapshot.error_output, `/api/research/${r.id}/error-output.html`, this.el.errorBody);
     if (!this.tabChosen) {
       if (snapshot.report || growing) this.select("report");

@@ -3,6 +3,7 @@ import { ApiError, api, h, show } from "./dom.js";
 import { clearMode, readMode, syncModeFields } from "./adaptive.js";
 import { clearBudget, readBudget } from "./budget.js";
 import { queriesPerLevel, totalQueries } from "./lib.js";
+import { clearReportLength, readReportLength, syncReportLength } from "./report-length.js";
 
 // A slow model: the questions request answers 202 after a while, and the form asks for the research until they land.
 const POLL_MS = 1000;
@@ -50,6 +51,7 @@ export class StartFlow {
     root.querySelector("#back-button").addEventListener("click", () => this.reset(false));
     for (const input of [this.breadth, this.depth]) input.addEventListener("input", () => this.updatePlan());
     root.querySelector("#mode").addEventListener("change", () => this.updatePlan());
+    root.querySelector("#report-length").addEventListener("change", () => syncReportLength(this.answersForm));
     this.prompt.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.metaKey || event.ctrlKey)) this.promptForm.requestSubmit();
     });
@@ -191,10 +193,19 @@ export class StartFlow {
     if (error) return this.error(this.answersForm, error);
     const mode = readMode(this.answersForm, depth);
     if (mode.error) return this.error(this.answersForm, mode.error);
+    const length = readReportLength(this.answersForm);
+    if (length.error) return this.error(this.answersForm, length.error);
     const answers = [...this.questions.querySelectorAll("textarea")].map((field) => field.value.trim());
     this.busy(this.startButton, true, "Starting…");
     try {
-      const body = { research_id: this.researchId, answers, breadth, depth, ...mode.fields };
+      const body = {
+        research_id: this.researchId,
+        answers,
+        breadth,
+        depth,
+        ...mode.fields,
+        report_length: length.value,
+      };
       if (budget) body.budget = budget;
       const answer = await api("/api/research/start", { method: "POST", body });
       const title = this.promptPreview.textContent;
@@ -215,6 +226,7 @@ export class StartFlow {
     this.questions.replaceChildren();
     clearBudget(this.answersForm);
     clearMode(this.answersForm);
+    clearReportLength(this.answersForm);
     show(this.answersForm, false);
     show(this.promptForm, true);
     this.error(this.promptForm, "");
