@@ -1,5 +1,6 @@
-"""Turn a fetched page into (title, main text): HTML through BeautifulSoup, plain text and markdown as is, PDFs
-through pypdf (with limits for PDFs off the web).
+"""Turn a fetched page into (title, main text): HTML through trafilatura (with BeautifulSoup for the title, the
+safety clean-up before it and the fallback after it), plain text and markdown as is, PDFs through pypdf (with
+limits for PDFs off the web).
 
 The text is data for an LLM and for verbatim-quote checks, never markup: entities are unescaped once by the
 parser, so `&lt;script&gt;` in a page becomes the literal text `<script>`, and nothing here renders HTML.
@@ -13,9 +14,11 @@ import logging
 import re
 from contextvars import ContextVar
 
+import lxml.html
 from bs4 import BeautifulSoup, NavigableString, Tag
 from bs4.dammit import EncodingDetector, UnicodeDammit
 from bs4.element import PreformattedString
+from lxml import etree
 
 from research.text.storable import storable
 
@@ -74,6 +77,29 @@ _BLANK_LINES = re.compile(r"\n{3,}")
 
 _MIN_MAIN_CHARS = 200
 
+# Main-text extraction (trafilatura), measured on tests/corpus (bench part `extraction`, docs/performance.md):
+# - favor_precision: on the development pages it drops more boilerplate (related-article teasers, newsletter and
+#   author boxes) for a small loss of recall, the better F1 of the two with precision over 0.88.
+# - include_comments=False: reader comments are not the page's statements; include_tables=True: specification
+#   and data tables are main text; no metadata (htmldate would read dates we never store).
+_TRAFILATURA_OPTIONS = {
+    "favor_precision": True,
+    "favor_recall": False,
+    "include_comments": False,
+    "include_tables": True,
+    "include_images": False,
+    "include_links": False,
+    "include_formatting": False,
+    "with_metadata": False,
+    "deduplicate": False,
+}
+# trafilatura's cost grows with the element count (about 0.1 ms an element, 3 s at 30,000): past this many,
+# a page (a hostile or generated one, rarely a real article) gets the BeautifulSoup extraction alone.
+_MAX_EXTRACTOR_ELEMENTS = 30_000
+# The extractor "finds too little" under this many characters (trafilatura's own MIN_EXTRACTED_SIZE): on a page
+# that short, or one it cannot read, the BeautifulSoup extraction is kept when it has more.
+_MIN_EXTRACTED_CHARS = 250
+
 
 def decode_body(body: bytes, charset: str | None, *, is_html: bool) -> str:
     """Decode a body: BOM, then the HTTP charset, then the meta charset (HTML), then UTF-8, then detection.
@@ -122,15 +148,146 @@ def extract_text(body: str, content_type: str, url: str) -> tuple[str, str]:
 
 
 def extract_page(html: str | bytes, url: str) -> tuple[str, str]:
-    """(title, main text) of an HTML page: boilerplate, scripts and hidden elements removed, blocks kept."""
+    """(title, main text) of an HTML page: navigation, notices, share bars, related links, comments and footers
+    left out by trafilatura; scripts and hidden elements removed before it; blocks kept, one blank line apart."""
     soup = BeautifulSoup(html, "lxml")
     title = _title(soup)
     body = soup.body or soup
     _drop_noise(body)
-    root = _main_root(soup, body)
-    text = _render(root)
-    log.debug("extracted %s chars from %s (root <%s>)", len(text), url, root.name)
+    fallback = _render(_main_root(soup, body))
+    _unwrap_layout_tables(body)
+    text = _extracted(soup, url)
+    if len(text) < _MIN_EXTRACTED_CHARS and len(fallback) > len(text):
+        log.debug("extracted %s chars from %s (BeautifulSoup fallback)", len(fallback), url)
+        return title, fallback
+    log.debug("extracted %s chars from %s (trafilatura)", len(text), url)
     return title, text
+
+
+def extract_page_soup(html: str | bytes, url: str) -> tuple[str, str]:
+    """(title, text) by BeautifulSoup alone: the fallback of extract_page, and the extractor before trafilatura
+    (kept callable for bench/extraction.py's comparison)."""
+    soup = BeautifulSoup(html, "lxml")
+    title = _title(soup)
+    body = soup.body or soup
+    _drop_noise(body)
+    return title, _render(_main_root(soup, body))
+
+
+_LAYOUT_CONTENT = ["div", "p", "table", "pre", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "article", "section"]
+
+
+def _unwrap_layout_tables(body: Tag) -> None:
+    """Turn tables used for page layout (cells holding paragraphs, lists or other tables) into divs.
+
+    trafilatura keeps a table whole (include_tables), so an old table layout's menu, sidebar and footer cells
+    would come out with the article; as divs, each is judged on its own. Data tables hold text, not blocks.
+    """
+    for table in reversed(body.find_all("table")):  # innermost first
+        if table.decomposed:
+            continue
+        cells = table.find_all(["td", "th"])
+        if not any(cell.find(_LAYOUT_CONTENT) for cell in cells):
+            continue
+        for tag in [table, *table.find_all(["thead", "tbody", "tfoot", "tr", "td", "th"])]:
+            if tag.find_parent("table") is table or tag is table:
+                tag.name = "div"
+                tag.attrs = {key: value for key, value in tag.attrs.items() if key in ("class", "id")}
+
+
+def _extracted(soup: BeautifulSoup, url: str) -> str:
+    """trafilatura's main text of the cleaned page, rendered like _render; "" when it finds none or cannot run.
+
+    It reads the page after _drop_noise (so hidden text, scripts and styles never reach it) and from a string
+    only: it is never given a URL to fetch, and nothing here downloads anything.
+    """
+    import trafilatura
+
+    if len(soup.find_all(True)) > _MAX_EXTRACTOR_ELEMENTS:
+        return ""
+    try:
+        tree = lxml.html.document_fromstring(str(soup))
+        document = trafilatura.bare_extraction(tree, url=None, **_TRAFILATURA_OPTIONS)
+    # Deeply nested or malformed pages make lxml or trafilatura give up in many ways; the fallback reads them.
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError, RecursionError, etree.LxmlError) as exc:
+        log.debug("trafilatura failed on %s: %r", url, exc)
+        return ""
+    body = getattr(document, "body", None)
+    return "" if body is None else _render_extracted(body)
+
+
+_EXTRACTED_BLOCKS = frozenset({"p", "head", "list", "item", "table", "row", "quote", "code", "div", "body", "section"})
+
+
+def _render_extracted(root: etree._Element) -> str:
+    """Text of trafilatura's XML body: blocks one blank line apart, list items "- " on consecutive lines, table
+    rows one a line with " | " between cells, code as laid out. Iterative, like _render."""
+    blocks: list[tuple[str, bool]] = []
+    parts: list[str] = []
+    open_blocks: list[str] = []
+
+    def flush() -> None:
+        raw = "".join(parts)
+        parts.clear()
+        lines = []
+        for line in _SPACES.sub(" ", raw).split(_BR):
+            line = _CELL_RUN.sub(" | ", line).strip()
+            if line.startswith("| "):
+                line = line[2:]
+            if line.endswith(" |"):
+                line = line[:-2]
+            if line.strip():
+                lines.append(line.strip())
+        if not lines:
+            return
+        kind = open_blocks[-1] if open_blocks else ""
+        text = "\n".join(lines)
+        blocks.append((f"- {text}" if kind == "item" else text, kind in ("item", "row")))
+
+    def text_of(value: str | None) -> str:
+        return (value or "").translate(_STRIP_CHARS)
+
+    stack: list[tuple[etree._Element, bool]] = [(root, False)]
+    while stack:
+        node, closing = stack.pop()
+        if closing:
+            if node.tag in _EXTRACTED_BLOCKS:
+                flush()
+                open_blocks.pop()
+            parts.append(text_of(node.tail))
+            continue
+        if not isinstance(node.tag, str):  # comments, processing instructions
+            parts.append(text_of(node.tail))
+            continue
+        if node.tag == "lb":
+            parts.append(_BR)
+            parts.append(text_of(node.tail))
+            continue
+        if node.tag == "code" and "\n" in "".join(node.itertext()):
+            flush()
+            code = "\n".join(line.rstrip() for line in text_of("".join(node.itertext())).splitlines())
+            if code.strip():
+                blocks.append((code.strip("\n"), False))
+            parts.append(text_of(node.tail))
+            continue
+        if node.tag == "cell":
+            parts.append(_CELL)
+        if node.tag in _EXTRACTED_BLOCKS:
+            flush()
+            open_blocks.append(node.tag)
+        parts.append(text_of(node.text))
+        stack.append((node, True))
+        stack.extend((child, False) for child in reversed(node))
+    flush()
+
+    out: list[str] = []
+    previous_line = False
+    for text, is_line in blocks:
+        if out:
+            out.append("\n" if is_line and previous_line else "\n\n")
+        out.append(text)
+        previous_line = is_line
+    return "".join(out)
 
 
 def _title(soup: BeautifulSoup) -> str:
