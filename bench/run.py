@@ -17,6 +17,9 @@ Parts (all by default, in this order, one stack for all of them):
   resilience the figures tests/test_faults.py holds, on the bench stack (bench/resilience.py): another user's
              1x1 beside a 6x3's backlog, and a 3x3 with one of two workers killed, production leases (about
              2 minutes, most of it the lease that must lapse)
+  extraction main-text extraction on the annotated corpus of tests/corpus (bench/extraction.py): precision,
+             recall, F1 and characters per page of a bare get_text, the previous BeautifulSoup rules and
+             trafilatura, on the dev and the held-out part; needs no stack (seconds when run alone)
 
 A final Targets section lists every figure that has a target (and the reference models beside each wall/ideal
 ratio), with whether it holds. A full run takes about 20 minutes on 2 cores.
@@ -43,7 +46,7 @@ from bench.latency import ZERO, Latencies
 
 log = logging.getLogger("bench")
 
-PARTS = ("critical", "overhead", "many", "reference", "scaling", "snapshots", "adaptive", "resilience")
+PARTS = ("critical", "overhead", "many", "reference", "scaling", "snapshots", "adaptive", "resilience", "extraction")
 DEFAULT_PARTS = PARTS
 SHAPES = ((2, 2), (4, 2), (3, 3), (4, 3), (5, 5))
 # Wall time / critical-path ideal a shape must stay within.
@@ -63,6 +66,7 @@ TARGET_ORDER = (
     "snapshots",
     "fairness",
     "recovery",
+    "extraction",
 )
 OUT_DIR = Path(__file__).resolve().parent.parent / "var" / "bench"
 
@@ -702,13 +706,41 @@ class Bench:
         ]
         self.sections.append(section)
 
+    def extraction(self) -> None:
+        from bench import extraction
+
+        section = Section("Main text (tests/corpus: segment precision, recall, F1; characters per page)")
+        for name, part, score in extraction.table():
+            self.record(f"extraction {name} {part}", asdict(score))
+            self.say(f"extraction {name}, {part}: {score.describe()}")
+            holds = None
+            target = ""
+            if name == "trafilatura (page_text today)" and part == "held-out":
+                target = "F1 ≥ 0.90, precision ≥ 0.88, no page failing"
+                holds = score.f1 >= 0.90 and score.precision >= 0.88 and not score.failed
+            row = Row(
+                f"{name}, {part} ({score.pages} pages)",
+                f"P {score.precision:.3f} R {score.recall:.3f} F1 {score.f1:.3f}",
+                f"{score.chars_per_page:,.0f} chars/page, {score.seconds_per_page * 1000:.1f} ms/page, "
+                f"{len(score.failed)} failed",
+                target,
+                holds,
+                load(),
+            )
+            section.rows.append(self.target("extraction", row) if target else row)
+        self.sections.append(section)
+
     # --- all of it ---
 
     def run(self) -> None:
+        parts = self.args.parts
+        if "extraction" in parts:
+            self.extraction()
+        if not set(parts) - {"extraction"}:
+            return  # no research runs: no stack to start
         from bench import engine
         from bench.stack import Stack
 
-        parts = self.args.parts
         with Stack() as stack:
             self.say(f"stack ready: database {stack.database_name}, redis {stack.redis_url}")
             owner = engine.create_user()

@@ -154,9 +154,12 @@ def extract_page(html: str | bytes, url: str) -> tuple[str, str]:
     title = _title(soup)
     body = soup.body or soup
     _drop_noise(body)
-    fallback = _render(_main_root(soup, body))
-    _unwrap_layout_tables(body)
-    text = _extracted(soup, url)
+    root = _main_root(soup, body)
+    fallback = _render(root)
+    _unwrap_layout_tables(root)
+    # A <main> or <article> holding the bulk of the text is the author's own word for the main content; within
+    # it trafilatura still drops share bars, related links and comments.
+    text = _extracted(soup if root is body else root, url)
     if len(text) < _MIN_EXTRACTED_CHARS and len(fallback) > len(text):
         log.debug("extracted %s chars from %s (BeautifulSoup fallback)", len(fallback), url)
         return title, fallback
@@ -195,7 +198,7 @@ def _unwrap_layout_tables(body: Tag) -> None:
                 tag.attrs = {key: value for key, value in tag.attrs.items() if key in ("class", "id")}
 
 
-def _extracted(soup: BeautifulSoup, url: str) -> str:
+def _extracted(soup: BeautifulSoup | Tag, url: str) -> str:
     """trafilatura's main text of the cleaned page, rendered like _render; "" when it finds none or cannot run.
 
     It reads the page after _drop_noise (so hidden text, scripts and styles never reach it) and from a string
@@ -206,7 +209,8 @@ def _extracted(soup: BeautifulSoup, url: str) -> str:
     if len(soup.find_all(True)) > _MAX_EXTRACTOR_ELEMENTS:
         return ""
     try:
-        tree = lxml.html.document_fromstring(str(soup))
+        markup = str(soup) if isinstance(soup, BeautifulSoup) else f"<html><body>{soup}</body></html>"
+        tree = lxml.html.document_fromstring(markup)
         document = trafilatura.bare_extraction(tree, url=None, **_TRAFILATURA_OPTIONS)
     # Deeply nested or malformed pages make lxml or trafilatura give up in many ways; the fallback reads them.
     except (ValueError, TypeError, AttributeError, IndexError, KeyError, RecursionError, etree.LxmlError) as exc:
