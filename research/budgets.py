@@ -190,9 +190,10 @@ REPORT_COMPLETION_TOKENS = 2000
 MIN_REPORT_TOKENS = 1000
 
 
-def report_prompt_tokens(research: Research) -> int:
-    """Tokens the report writer's sources may take: REPORT_TOKEN_BUDGET, or less when a budget has less left."""
-    allowed = settings.REPORT_TOKEN_BUDGET
+def report_prompt_tokens(research: Research, cap: int | None = None) -> int:
+    """Tokens the report writer's sources may take: `cap` (REPORT_TOKEN_BUDGET by default), or less when a budget
+    has less left."""
+    allowed = settings.REPORT_TOKEN_BUDGET if cap is None else cap
     if research.budget_tokens:
         spent = research.prompt_tokens + research.completion_tokens
         allowed = min(allowed, research.budget_tokens - spent - REPORT_COMPLETION_TOKENS)

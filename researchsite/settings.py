@@ -360,6 +360,8 @@ SEARCH_RATE_LIMIT = env_float("SEARCH_RATE_LIMIT", 5.0, minimum=0.0)
 SCRAPE_PER_HOST_CONCURRENCY = env_int("SCRAPE_PER_HOST_CONCURRENCY", 4, minimum=0)
 # Token budgets for what goes into one prompt, at most: each is cut further to fit the model's context window.
 PAGE_TOKEN_BUDGET = env_int("PAGE_TOKEN_BUDGET", 6000, minimum=200)
+# A longer page is analysed in parts of that size, at most this many, spread over the whole page.
+PAGE_MAX_PARTS = env_int("PAGE_MAX_PARTS", 4, minimum=1, maximum=20)
 LEARNINGS_TOKEN_BUDGET = env_int("LEARNINGS_TOKEN_BUDGET", 3000, minimum=100)
 REPORT_TOKEN_BUDGET = env_int("REPORT_TOKEN_BUDGET", 60000, minimum=1000)
 # Request bodies above this are refused with 413 before they are parsed.

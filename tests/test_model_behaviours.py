@@ -149,3 +149,42 @@ def test_every_behaviour_at_once_runs_a_3x3_research_within_a_16k_window(
     # and the window mattered: every source with every finding would not have fit in one prompt
     everything, _ = collect_sources(research_id, 10**9)
     assert fake_llm.tokens(sources_block(everything)) > 16384
+
+
+def writer_prompts(fake: FakeLLM) -> tuple[list[str], list[str]]:
+    """The user texts of the outline requests and of the section requests the fake received."""
+
+    def texts(name: str) -> list[str]:
+        return ["\n".join(m["content"] for m in body["messages"] if m["role"] == "user") for body in fake.calls(name)]
+
+    return texts("report_outline"), texts("report_section")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("breadth", "depth"), [(3, 3), (5, 5)])
+def test_every_finding_reaches_a_writer_within_a_16k_window(
+    api, workers, research_model, fake_llm: FakeLLM, breadth: int, depth: int
+) -> None:
+    # given a 16k-window model whose analyser returns as many facts as it may
+    window_16k(fake_llm)
+    research_model.facts_per_page = 12
+    # when a research runs through the API
+    research_id, questions = research_through_the_api(api, breadth, depth)
+    research = wait_finished(research_id, timeout=900)
+    # then it completes with a cited report, and no request overflowed the window
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert_cited_report(research_id)
+    assert fake_llm.overflows <= 0.05 * fake_llm.count(), (fake_llm.overflows, fake_llm.count())
+    # every finding's text is in at least one outline or section prompt
+    outlines, sections = writer_prompts(fake_llm)
+    assert outlines and sections
+    everything = "\n".join(sections)
+    facts = list(Extract.objects.filter(research_id=research_id).values_list("fact", flat=True))
+    assert len(facts) > 100
+    missing = [fact for fact in facts if fact not in everything]
+    assert not missing, f"{len(missing)} of {len(facts)} findings reached no section prompt"
+    # and every section prompt holds the follow-up questions and answers and the rest of the outline
+    for text in sections:
+        assert all(question in text for question in questions)
+        assert "Nordic" in text and "since 2015" in text
+        assert "The report's other sections" in text

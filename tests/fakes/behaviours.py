@@ -2,8 +2,9 @@
 
 - query generator: distinct queries named after their parent (`<parent> / <k>`), top level named by `top_names`;
 - website analyzer: facts whose quotes are real sentences of the page it was shown;
-- report writer: sections citing the numbered sources it was given, with their quotes; as an outline, one section
-  per SOURCES_PER_SECTION sources, each then written from its own sources (at least two sections from two sources);
+- report writer: sections citing the numbered sources it was given, with their quotes; as an outline (from the
+  digest of findings, `F<id>` lines under `[n] url` lines), one section per SOURCES_PER_SECTION sources with their
+  findings' ids, each then written from its own packet (at least two sections from two sources);
 - memory agent: an insight per website it was shown (citing its id), a gap for the branch's objective, a
   contradiction between the first two websites when it was shown two or more, and another branch's gap answered.
 - evaluator (adaptive mode): a branch's score from `branch_score(depth, round)`, the research's from
@@ -26,6 +27,7 @@ _COUNT = re.compile(r"Write exactly (\d+) search queries")
 _DEPTH_LINE = re.compile(r"^Depth (\d+) query: (.+)$", re.MULTILINE)
 _SOURCE_LINE = re.compile(r"^\[(\d+)\] (\S+) — ", re.MULTILINE)
 _FINDING_LINE = re.compile(r'^  - (.*) \(quote: "(.*)"\)$', re.MULTILINE)
+_DIGEST_LINE = re.compile(r"^  F(\d+): ", re.MULTILINE)
 _WEBSITE_LINE = re.compile(r"^\[website (\d+)\] \S+ — ", re.MULTILINE)
 _GAP_LINE = re.compile(r"^  \[gap (\d+)\] (.*)$", re.MULTILINE)
 _OBJECTIVE_LINE = re.compile(r"^Objective of this branch:\n(.+)$", re.MULTILINE)
@@ -153,15 +155,23 @@ class ResearchModel:
 
     def outline(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         text = _user_text(body)
-        sources = [int(n) for n, _url in _SOURCE_LINE.findall(text)]
+        sources = list(dict.fromkeys(int(n) for n, _url in _SOURCE_LINE.findall(text)))
+        blocks = re.split(r"^\[\d+\] ", text, flags=re.MULTILINE)[1:]
+        findings: dict[int, list[int]] = {}
+        for (number, _url), block in zip(_SOURCE_LINE.findall(text), blocks, strict=False):
+            findings.setdefault(int(number), []).extend(int(n) for n in _DIGEST_LINE.findall(block))
         report = self.report(body, schema)
         per = SOURCES_PER_SECTION
         sections = [
-            {"heading": f"Findings {start // per + 1}", "sources": sources[start : start + per], "learnings": []}
+            {
+                "heading": f"Findings {start // per + 1}",
+                "findings": [pk for n in sources[start : start + per] for pk in findings.get(n, [])],
+                "learnings": [],
+            }
             for start in range(0, len(sources), per)
         ]
         if self.fabricate and sections:
-            sections[0]["sources"].append(999)
+            sections[0]["findings"].append(999_999)
         return {"title": report["title"], "summary": report["summary"], "sections": sections}
 
     def section(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ def outline_and_sections(report: Any) -> tuple[Any, Any]:
 
     def outline(body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         whole = report(body, schema)
-        sections = [{"heading": s["heading"], "sources": [], "learnings": []} for s in whole["sections"]]
+        sections = [{"heading": s["heading"], "findings": [], "learnings": []} for s in whole["sections"]]
         return {"title": whole["title"], "summary": whole["summary"], "sections": sections}
 
     def section(body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,11 @@ def relaxed(schema: dict[str, Any]) -> dict[str, Any]:
 def trim_to_tokens(text: str, max_tokens: int, room: Room | None = None) -> str:
     """Cut text to about `max_tokens` tokens, at a paragraph or sentence boundary when one is near; in the room's
     model's characters per token when a room is given, else the rough estimate."""
-    limit = room.chars(max_tokens) if room is not None else max_tokens * CHARS_PER_TOKEN
+    return trim_to_chars(text, room.chars(max_tokens) if room is not None else max_tokens * CHARS_PER_TOKEN)
+
+
+def trim_to_chars(text: str, limit: int) -> str:
+    """Cut text to `limit` characters, at a paragraph or sentence boundary when one is near."""
     if len(text) <= limit:
         return text
     cut = text[:limit]

@@ -346,7 +346,14 @@ def outline(
 
 
 def write_section(
-    prompt: str, heading: str, learnings: list[str], sources: list[SourceNote]
+    prompt: str,
+    heading: str,
+    learnings: list[str],
+    sources: list[SourceNote],
+    *,
+    answers: list[tuple[str, str]] | None = None,
+    outline_headings: list[str] | None = None,
+    words: int | None = None,
 ) -> tuple[dict[str, Any], int, int]:
     """One section in report_writer.SECTION_SCHEMA's shape: the outline's sentences, in its order, each citing
     every given source it came from with its quote; one paragraph per first-cited source, as `write` makes."""

@@ -6,8 +6,8 @@ from typing import Any
 from django.conf import settings
 
 from research.text.storable import storable_data
-from workers.agents.common import Fence, trim_to_tokens
-from workers.clients.llm import complete_json
+from workers.agents.common import Fence, trim_to_chars, trim_to_tokens
+from workers.clients.llm import LLMResult, answer_tokens, complete_json, room_for
 from workers.clients.model_window import Room
 
 NAME = "website_analysis"
@@ -50,13 +50,45 @@ SCHEMA: dict[str, Any] = {
 
 
 def analyze(objective: str, query: str, url: str, title: str, text: str) -> tuple[list[Finding], int, int]:
-    """Facts and quotes from the page for the objective. Returns (findings, prompt_tokens, completion_tokens)."""
-    fence = Fence.new("PAGE")  # a fresh token per call: the page cannot know it, so it cannot end the fence
-    head = (
-        f"Objective: {objective}\nSearch query: {query}\n\n"
-        f"The page's URL, title and text, between {fence.start} and {fence.end}:\n"
-    )
+    """Facts and quotes from the page for the objective. Returns (findings, prompt_tokens, completion_tokens).
+
+    A page longer than one prompt's room (PAGE_TOKEN_BUDGET, or less in a small window) is analysed in parts, at
+    most PAGE_MAX_PARTS of them, spread over the whole page (its first and last part always among them), and their
+    findings merged, each quote once. The pipeline checks every quote against the whole page.
+    """
+    model = settings.LLM_AGENT_MODELS["website_analyzer"]
     about = f"URL: {' '.join(url.split())}\nTitle: {' '.join(title.split())}\n\n"
+    room = room_for("website_analyzer", model, answer_tokens("website_analyzer", model))
+    fixed = room.left(SYSTEM, _head(objective, query, Fence.new("PAGE"), 1, 1), about, reserve=64)
+    parts = page_parts(text, room.chars(min(settings.PAGE_TOKEN_BUDGET, fixed)), settings.PAGE_MAX_PARTS)
+    findings: list[Finding] = []
+    seen: set[str] = set()
+    prompt_tokens = completion_tokens = 0
+    for index, part in enumerate(parts, start=1):
+        result = _analyze_part(objective, query, about, part, index, len(parts))
+        prompt_tokens += result.prompt_tokens
+        completion_tokens += result.completion_tokens
+        data = storable_data(result.data)  # model output is outside data: it may hold what PostgreSQL refuses
+        for item in data["facts"][:MAX_FACTS]:
+            finding = Finding(str(item["fact"]).strip(), str(item["quote"]).strip())
+            key = " ".join(finding.quote.split()).casefold()
+            if finding.fact and finding.quote and key not in seen:
+                seen.add(key)
+                findings.append(finding)
+    return findings, prompt_tokens, completion_tokens
+
+
+def _head(objective: str, query: str, fence: Fence, index: int, parts: int) -> str:
+    which = "" if parts == 1 else f" (part {index} of {parts} of a long page: report what this part states)"
+    return (
+        f"Objective: {objective}\nSearch query: {query}\n\n"
+        f"The page's URL, title and text{which}, between {fence.start} and {fence.end}:\n"
+    )
+
+
+def _analyze_part(objective: str, query: str, about: str, text: str, index: int, parts: int) -> LLMResult:
+    fence = Fence.new("PAGE")  # a fresh token per call: the page cannot know it, so it cannot end the fence
+    head = _head(objective, query, fence, index, parts)
 
     def build(room: Room) -> list[dict[str, str]]:
         # The page takes what the window leaves once the instructions are in, up to PAGE_TOKEN_BUDGET.
@@ -64,17 +96,30 @@ def analyze(objective: str, query: str, url: str, title: str, text: str) -> tupl
         page = trim_to_tokens(text, budget, room)
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": head + fence.around(about + page)}]
 
-    result = complete_json(
+    return complete_json(
         "website_analyzer",
         build,
         NAME,
         SCHEMA,
         validation_schema={**SCHEMA, "properties": {"facts": {**SCHEMA["properties"]["facts"], "maxItems": 100}}},
     )
-    data = storable_data(result.data)  # model output is outside data: it may hold what PostgreSQL refuses
-    findings = [
-        Finding(str(item["fact"]).strip(), str(item["quote"]).strip())
-        for item in data["facts"][:MAX_FACTS]
-        if str(item["fact"]).strip() and str(item["quote"]).strip()
-    ]
-    return findings, result.prompt_tokens, result.completion_tokens
+
+
+def page_parts(text: str, max_chars: int, max_parts: int) -> list[str]:
+    """The text in consecutive parts of at most `max_chars` (cut at a paragraph or sentence boundary where one is
+    near); more than `max_parts` of them are thinned to that many, evenly spread, the first and last kept."""
+    max_chars = max(500, max_chars)
+    parts: list[str] = []
+    rest = text
+    while len(rest) > max_chars:
+        cut = trim_to_chars(rest, max_chars)
+        parts.append(cut)
+        rest = rest[len(cut) :].lstrip()
+    if rest.strip() or not parts:
+        parts.append(rest)
+    if len(parts) <= max_parts:
+        return parts
+    if max_parts == 1:
+        return parts[:1]
+    picked = sorted({round(i * (len(parts) - 1) / (max_parts - 1)) for i in range(max_parts)})
+    return [parts[i] for i in picked]

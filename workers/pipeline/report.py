@@ -90,20 +90,22 @@ def _context(research: Research) -> tuple[list[tuple[str, str]], list[str]]:
     return answers, objectives
 
 
+# No cut: every finding is given to a writer (the outline's digest, then each section's packet, in parts where a
+# prompt would not hold them all).
+UNCUT = 10**12
+
+
 def _sources_allowance(research: Research) -> tuple[int, float]:
     """(tokens the report's sources may take, characters per token to count them in).
 
-    REPORT_TOKEN_BUDGET, or less when a budget has less left; and with a model, what its window leaves in the
-    outline's prompt (which shows every source), counted in the characters per token its server reported.
+    With a model, every finding reaches a writer: no cut, but what is left of a token or dollar budget still bounds
+    what the report may read (budgets.report_prompt_tokens). The extractive engine writes from one pass over the
+    sources, cut to REPORT_TOKEN_BUDGET.
     """
-    allowed = budgets.report_prompt_tokens(research)
     if research.engine == EXTRACTIVE:
-        return allowed, CHARS_PER_TOKEN
-    model = settings.LLM_AGENT_MODELS["report_writer"]
-    if model_window.window("report_writer", model)[0]:
-        answers, objectives = _context(research)
-        allowed = min(allowed, report_writer.sources_room(research.prompt, answers, objectives))
-    return max(1, allowed), model_window.chars_per_token(model)
+        return budgets.report_prompt_tokens(research), CHARS_PER_TOKEN
+    ratio = model_window.chars_per_token(settings.LLM_AGENT_MODELS["report_writer"])
+    return budgets.report_prompt_tokens(research, cap=UNCUT), ratio
 
 
 def _plan(research_id: str) -> None:
@@ -140,7 +142,7 @@ def _plan(research_id: str) -> None:
                         version=version,
                         position=position,
                         title=(" ".join(str(item.get("heading", "")).split()) or "Findings")[:200],
-                        plan={"sources": item.get("sources", []), "learnings": item.get("learnings", [])},
+                        plan=_section_plan(item, sources),
                         claimed_by=QUEUED,
                         claimed_at=timezone.now(),
                     )
@@ -158,6 +160,49 @@ def _plan(research_id: str) -> None:
 
 def _outline_sections(outline: dict[str, Any]) -> list[dict[str, Any]]:
     return [item for item in outline.get("sections", []) if isinstance(item, dict)]
+
+
+def _section_plan(item: dict[str, Any], sources: list[SourceNote]) -> dict[str, Any]:
+    """What a section is written from: its findings (Extract ids), their sources' numbers, and its learnings.
+
+    The model's outline names findings; the extractive engine's names sources, whose findings are then all the
+    section's. A section that names neither is written from every source, as a whole report would be.
+    """
+    numbers = {n for n in item.get("sources", []) if isinstance(n, int) and not isinstance(n, bool)}
+    findings = [n for n in item.get("findings", []) if isinstance(n, int) and not isinstance(n, bool)]
+    if not findings:
+        findings = [pk for source in sources if source.number in numbers for pk in source.ids]
+    known = {pk: source.number for source in sources for pk in source.ids}
+    findings = [pk for pk in findings if pk in known]
+    numbers |= {known[pk] for pk in findings}
+    return {
+        "sources": sorted(n for n in numbers if any(s.number == n for s in sources)),
+        "findings": findings,
+        "learnings": [str(x) for x in item.get("learnings", [])],
+    }
+
+
+def _packet(sources: list[SourceNote], plan: dict[str, Any]) -> list[SourceNote]:
+    """The sources of a section with only its findings, numbered as in the whole report; every source for a plan
+    that names none."""
+    wanted = {n for n in plan.get("sources", []) if isinstance(n, int)}
+    findings = set(plan.get("findings", []))
+    given = [source for source in sources if source.number in wanted] or sources
+    if not findings:
+        return given
+    packet = []
+    for source in given:
+        kept = [(pk, finding) for pk, finding in zip(source.ids, source.findings, strict=False) if pk in findings]
+        packet.append(
+            SourceNote(
+                number=source.number,
+                url=source.url,
+                title=source.title,
+                findings=[finding for _, finding in kept],
+                ids=[pk for pk, _ in kept],
+            )
+        )
+    return [source for source in packet if source.findings] or given
 
 
 def _hand_to_assembly(research_id: str) -> None:
@@ -187,13 +232,25 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         research = section.research
         run = (research.pk, section.version, research.started_at)
         sources, page_texts = collect_sources(research.pk, *_sources_allowance(research), cache_key=run)
-        wanted = {n for n in section.plan.get("sources", []) if isinstance(n, int)}
-        # The section sees the sources the outline gave it, numbered as in the whole report.
-        given = [source for source in sources if source.number in wanted] or sources
+        # The section sees the findings the outline gave it, under their sources numbered as in the whole report,
+        # with the request, the follow-up answers and the rest of the outline.
+        given = _packet(sources, section.plan)
         page_texts.load(source.url for source in given)  # what the section will cite, in one query
+        answers, _ = _context(research)
+        headings = list(
+            ReportSection.objects.filter(research_id=research.pk, version=section.version)
+            .order_by("position")
+            .values_list("title", flat=True)
+        )
         with charged_to(research.pk):
             content, _, _ = engine_for(research.engine).write_section(
-                research.prompt, section.title, [str(x) for x in section.plan.get("learnings", [])], given
+                research.prompt,
+                section.title,
+                [str(x) for x in section.plan.get("learnings", [])],
+                given,
+                answers=answers,
+                outline_headings=headings,
+                words=_section_words(research, section, headings),
             )
         markdown, stats = render_section(section.title, content, sources, page_texts)
         markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, [source.url for source in sources])
@@ -214,6 +271,18 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
             )
             if not unwritten.exists():
                 _hand_to_assembly(str(research.pk))
+
+
+def _section_words(research: Research, section: ReportSection, headings: list[str]) -> int | None:
+    """The section's share of the report's length (`report_words`), by its share of the findings."""
+    target = getattr(research, "report_words", None)
+    if not target or not headings:
+        return None
+    plans = ReportSection.objects.filter(research_id=research.pk, version=section.version)
+    counts = [len(plan.get("findings", [])) for plan in plans.values_list("plan", flat=True)]
+    total = sum(counts)
+    share = len(section.plan.get("findings", [])) / total if total else 1 / len(headings)
+    return max(80, round(target * share / 10) * 10)
 
 
 def section_failed(section_id: int, error: BaseException) -> None:
@@ -398,14 +467,15 @@ def collect_sources(
     rows = (
         Extract.objects.filter(research_id=research_id)
         .order_by("website__query__depth", "website__query_id", "website__position", "position")
-        .values_list("website__url", "website__title", "fact", "quote")
+        .values_list("pk", "website__url", "website__title", "fact", "quote")
     )
     by_url: dict[str, SourceNote] = {}
-    for url, title, fact, quote in rows:
+    for pk, url, title, fact, quote in rows:
         note = by_url.get(url)
         if note is None:
             note = by_url[url] = SourceNote(number=len(by_url) + 1, url=url, title=title)
         note.findings.append((fact, quote))
+        note.ids.append(pk)
     sources = list(by_url.values())
     _trim(sources, int(max_tokens * chars_per_token))
     if key is not None:
@@ -433,6 +503,7 @@ def _trim(sources: list[SourceNote], max_chars: int) -> None:
         per_source -= 1
         for source in sources:
             del source.findings[per_source:]
+            del source.ids[per_source:]
         each = sizes()
     total = size(each)
     while len(sources) > 1 and total > max_chars:
