@@ -1,17 +1,23 @@
 """Main-text extraction on the annotated corpus of tests/corpus, and the safety properties of page_text's
-trafilatura path (hidden text, scripts and styles dropped, entities as text, no network, limits)."""
+trafilatura path (hidden text, scripts and styles dropped, entities as text, no network, limits), and one text
+for a page whether it is indexed from a file or scraped from the collection view."""
 
 import json
 import socket
+import sys
 from pathlib import Path
 
 import pytest
+from django.http import HttpResponse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.extraction import current, load_corpus, normalise, score
+from devtools.processes import ROOT
+from research.collection import parse_document
 from research.text import page_text
-from research.text.page_text import extract_page, extract_text
+from research.text.page_text import decode_body, extract_page, extract_text
+from research.text.quotes import normalise as normalise_quote
 from research.text.storable import storable
 
 ARTICLE = "".join(
@@ -112,3 +118,21 @@ def test_extraction_survives_deep_nesting(depth: int) -> None:
     html = "<html><body>" + "<div>" * depth + ARTICLE + "</div>" * depth + "</body></html>"
 
     assert "Paragraph 5 of the article" in extract_page(html, "u")[1]
+
+
+def test_pydoc_pages_index_and_scrape_to_the_same_text_methods_included() -> None:
+    # given a pydoc page of the demo collection: every class's methods sit in layout tables
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import build_demo_collection as demo
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    html = demo.render("multiprocessing.process")
+    # when it is indexed as a file, and served by the collection view and decoded as the scraper does
+    indexed = parse_document(Path("/demo/multiprocessing.process.html"), html.encode("utf-8"))
+    served = HttpResponse(indexed.source, content_type="text/html; charset=utf-8")
+    scraped = extract_text(decode_body(served.content, "utf-8", is_html=True), "text/html", "http://web:8000/c/1/s/")
+    # then both read the same text (quotes are checked against both), and it holds the methods' docstrings
+    assert scraped == (indexed.title, indexed.text)
+    close_doc = "It is an error to call this method if the child process is still running."
+    assert normalise_quote(close_doc) in normalise_quote(indexed.text)

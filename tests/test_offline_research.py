@@ -5,6 +5,7 @@ takes these tasks) searches the collection, fetches the documents from daphne li
 sentences and writes the report.
 """
 
+import hashlib
 import io
 import re
 import sys
@@ -19,6 +20,7 @@ from django.utils import timezone
 
 from devtools.processes import ARTIFACTS, ROOT
 from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool, celery_app_for, process_env
+from research.collection import signature
 from research.models import (
     CollectionDocument,
     Document,
@@ -33,6 +35,7 @@ from research.text.quotes import PageText, normalise
 from tests.support.collection_files import write_mixed_folder
 from tests.support.e2e import WORKER_ENV, settle, wait_finished
 from tests.support.private_services import PrivateRedis
+from workers.clients.fetch import fetch_page
 from workers.pipeline.citations import cited_urls
 from workers.pipeline.followups import generate_followups
 
@@ -46,6 +49,17 @@ OFFLINE_ENV = {
     "OPENAI_API_KEY": "",
 }
 _DOCUMENT_ID = re.compile(r"/collection/(\d+)/[^/]+/$")
+PAGE_TEXT = ROOT / "research" / "text" / "page_text.py"
+
+
+def _page_text_digest() -> str:
+    return hashlib.sha256(PAGE_TEXT.read_bytes()).hexdigest()
+
+
+# Documents are indexed in this process and scraped in the worker, each with the page_text its process loaded: this
+# one with the imports above, the worker's when it starts. The file must not change in between (a working tree
+# edited while the tests run): two versions extract two texts from one page, and quotes miss one of them.
+LOADED_PAGE_TEXT = _page_text_digest()
 
 
 @dataclass
@@ -78,6 +92,11 @@ def offline_stack(django_db_setup, django_db_blocker) -> Iterator[OfflineStack]:
         host_port = f"127.0.0.1:{daphne.port}"
         env = process_env({**base, "APP_BASE_URL": daphne.url, "SCRAPE_ALLOWED_PRIVATE_HOSTS": host_port})
         pool = WorkerPool(env, count=1, concurrency=6, name="offline").start()
+    if _page_text_digest() != LOADED_PAGE_TEXT:
+        pool.stop()
+        daphne.stop()
+        private.stop()
+        pytest.fail(f"{PAGE_TEXT} changed during the run: the worker and the tests would extract with different code")
     yield OfflineStack(private, daphne, pool)
     pool.stop()
     daphne.stop()
@@ -118,6 +137,16 @@ def assert_report_rests_on_the_collection(research: Research, daphne_url: str) -
     return report.markdown
 
 
+def assert_scraped_as_indexed(daphne: DaphneServer) -> None:
+    """Every HTML document, fetched from daphne as the worker fetches it, reads as the text stored when indexed."""
+    documents = list(CollectionDocument.objects.filter(content_type="text/html"))
+    assert documents
+    allowed = frozenset({f"127.0.0.1:{daphne.port}"})
+    for document in documents:
+        page = fetch_page(f"{daphne.url}/collection/{document.pk}/{signature(document.pk)}/", allowed_private=allowed)
+        assert page.text == document.text, document.path
+
+
 def test_offline_research_over_a_folder_of_mixed_files(offline, user, tmp_path: Path) -> None:
     # given a collection of HTML, Markdown, text and PDF files
     write_mixed_folder(tmp_path)
@@ -141,6 +170,7 @@ def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path) 
         sys.path.remove(str(ROOT / "scripts"))
     demo.build(tmp_path)
     call_command("index_documents", str(tmp_path), "--replace", stdout=io.StringIO())
+    assert_scraped_as_indexed(offline.daphne)
     # when
     research = offline.run(user, demo.DEMO_PROMPT, breadth=3, depth=2)
     # then a sectioned report on threads, processes and asyncio, citing many of the documents
