@@ -473,6 +473,9 @@ class CollectionDocument(models.Model):
     text = models.TextField(help_text="The extracted text: what is searched, analysed and quoted")
     source = models.TextField(blank=True, help_text="The original markup of an HTML document, served as is")
     sha256 = models.CharField(max_length=64)
+    extraction = models.PositiveIntegerField(
+        default=1, help_text="The text extraction it was indexed with (research/collection.py TEXT_EXTRACTION)"
+    )
     size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the file")
     terms = models.JSONField(default=dict, blank=True)
     search_vector = SearchVectorField(null=True, blank=True, editable=False)

@@ -13,6 +13,7 @@ from django.test import Client
 from django.test.utils import override_settings
 
 from research import collection
+from research.collection import TEXT_EXTRACTION
 from research.models import CollectionDocument, Page, PageStatus, QueryStatus, SerpQuery, Website, WebsiteStatus
 from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf, write_mixed_folder
 from tests.support.factories import running_research
@@ -83,6 +84,19 @@ def test_index_documents_again_is_a_no_op_and_follows_changes(tmp_path: Path) ->
     assert "0 added, 1 updated, 2 unchanged, 1 removed" in summary
     assert "drilling permit" in by_name("ground-source.txt").text
     assert not CollectionDocument.objects.filter(path__endswith="field-study.pdf").exists()
+
+
+def test_documents_indexed_by_an_older_text_extraction_are_indexed_again(tmp_path: Path) -> None:
+    # given a folder indexed with an earlier text extraction, whose stored text differs from today's
+    write_mixed_folder(tmp_path)
+    index(tmp_path)
+    CollectionDocument.objects.update(extraction=TEXT_EXTRACTION - 1, text="text of the old extraction")
+    # when it is indexed again, its files unchanged
+    summary = index(tmp_path)
+    # then every document is read again with the extraction the workers scrape with
+    assert "0 added, 4 updated, 0 unchanged, 0 removed" in summary
+    assert set(CollectionDocument.objects.values_list("extraction", flat=True)) == {TEXT_EXTRACTION}
+    assert not CollectionDocument.objects.filter(text="text of the old extraction").exists()
 
 
 def test_index_documents_replace_drops_other_folders(tmp_path: Path) -> None:
