@@ -130,7 +130,7 @@ def test_check_model_finds_the_window_where_the_server_reports_it(
     assert probe["cut_at"] is None and probe["long_prompt_tokens"] > 5000  # a long prompt went through whole
     writer = next(a for a in report["agents"] if a["agent"] == "report_writer")
     # a 12k window writes a report, from fewer sources than a 16k one would give it: said so
-    assert any("cut to fit" in note for note in writer["notes"]) == (window < 16384)
+    assert any("more calls" in note for note in writer["notes"]) == (window < 16384)
 
 
 def test_check_model_unknown_window_works_with_the_window_setting(fakes, fake_llm: FakeLLM) -> None:
@@ -317,6 +317,6 @@ def test_check_model_learns_an_unreported_window_from_the_overflow_error(fakes, 
     assert code == 0 and verdicts(report) == {"works"}
     assert (probe["window"], probe["window_source"]) == (6000, "the server's context-length error")
     writer = next(a for a in report["agents"] if a["agent"] == "report_writer")
-    assert any("expect a thin report" in note for note in writer["notes"])
+    assert any("reads less as a whole" in note for note in writer["notes"])
     analyzer = next(a for a in report["agents"] if a["agent"] == "website_analyzer")
-    assert any("short of PAGE_TOKEN_BUDGET" in note for note in analyzer["notes"])
+    assert any("smaller parts" in note for note in analyzer["notes"])

@@ -543,22 +543,22 @@ def _cut_window(probe: ModelProbe, configured: int | None, verdict: AgentVerdict
 
 
 def _window_notes(agent: str, window: int, verdict: AgentVerdict) -> None:
-    """What a window that works costs the agent: every prompt is cut to fit it, so less of the input is read."""
+    """What a window that works costs the agent: what does not fit one prompt is split over more calls."""
     if agent == "report_writer" and window < REPORT_WINDOW_LOW:
         verdict.notes.append(
-            f"a window of {window} tokens: the outline sees only the sources that fit (fewer findings per source, "
-            f"then fewer sources, the deepest left out first): expect a thin report; {REPORT_WINDOW_GOOD} or more "
-            "writes a good one"
+            f"a window of {window} tokens: every finding still reaches a writer, but the outline is planned in many "
+            f"parts and sections are written in pieces, so the report reads less as a whole; {REPORT_WINDOW_GOOD} "
+            "or more writes a good one"
         )
     elif agent == "report_writer" and window < REPORT_WINDOW_GOOD:
         verdict.notes.append(
-            f"a window of {window} tokens: the report's sources are cut to fit it (the deepest first); "
-            f"{REPORT_WINDOW_GOOD} or more writes a better report"
+            f"a window of {window} tokens: the outline and large sections are split over more calls (every "
+            f"finding still reaches a writer); {REPORT_WINDOW_GOOD} or more writes a better report"
         )
     elif agent == "website_analyzer" and window < PAGE_WINDOW_COMFORTABLE:
         verdict.notes.append(
-            f"a window of {window} tokens: a page is read only as far as fits, short of PAGE_TOKEN_BUDGET="
-            f"{settings.PAGE_TOKEN_BUDGET}; {PAGE_WINDOW_COMFORTABLE} or more is comfortable"
+            f"a window of {window} tokens: a long page is analysed in more, smaller parts (at most PAGE_MAX_PARTS="
+            f"{settings.PAGE_MAX_PARTS}, spread over the page); {PAGE_WINDOW_COMFORTABLE} or more is comfortable"
         )
 
 
