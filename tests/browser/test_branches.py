@@ -6,6 +6,7 @@ import redis
 from playwright.sync_api import expect
 
 from research.models import Event, QueryStatus, Research, SerpQuery, Website
+from tests.support.e2e import settle
 from tests.support.factories import running_research
 from tests.support.logins import sign_in
 
@@ -14,11 +15,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def no_queued_steps(redis_conn: redis.Redis):
-    """No worker runs in this test: the search a retry queues is dropped, not left for another test's workers."""
+    """This test needs no worker: the steps a retry queues are dropped, not left for another test. The session's
+    worker processes may be up (started by an earlier test) and take one first: they are left idle before the
+    tables are flushed, as the `workers` fixture leaves them (a worker still reading deadlocks the truncation)."""
     yield
-    for key in redis_conn.scan_iter("celery*"):
+    for key in [*redis_conn.scan_iter("celery*"), *redis_conn.scan_iter("control*")]:
         if redis_conn.type(key) == b"list":
             redis_conn.delete(key)
+    settle(redis_conn)
 
 
 def seed(user) -> tuple[Research, SerpQuery, SerpQuery]:
