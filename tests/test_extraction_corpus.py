@@ -30,10 +30,7 @@ def test_extraction_corpus_held_out_meets_target() -> None:
     result = score(current, load_corpus("held-out"))
 
     assert result.pages == 15 and result.failed == ()
-    assert result.f1 >= 0.90
-    # The target is 0.88; the held-out part measured 0.868 when it was first scored (docs/performance.md), and
-    # the options were not tuned on it afterwards. This floor keeps it from getting worse.
-    assert result.precision >= 0.86
+    assert result.f1 >= 0.90 and result.precision >= 0.88
 
 
 def test_extraction_corpus_dev_part_and_no_page_fails() -> None:
@@ -72,6 +69,54 @@ def test_extraction_drops_hidden_scripts_and_styles_and_keeps_entities_as_text()
     assert "script text" not in text and "color: red" not in text
     assert "Entity <script>alert(1)</script> stays literal text" in text
     assert "\n\n" in text  # paragraph breaks kept
+
+
+def test_extraction_keeps_every_post_of_a_forum_thread_without_signatures() -> None:
+    # given a thread: four posts in div soup, each with a post-content block, a signature and a post toolbar
+    posts = "".join(
+        f'<div class="post"><div class="post-author"><a href="/u/{n}">user{n}</a></div><div class="post-content">'
+        f"<p>Post number {n} of the thread explains one more step of bleeding the radiators in the flat.</p></div>"
+        f'<div class="signature">Signature line of user{n}</div><div class="post-actions"><a href="#r">Reply</a> '
+        f'<a href="#q">Quote</a> <a href="#p">Report post</a></div></div>'
+        for n in range(4)
+    )
+    html = f'<html><body><div class="content"><h1>Bleeding radiators</h1>{posts}</div></body></html>'
+    # when
+    _, text = extract_page(html, "u")
+    # then every reply is main text; signatures and toolbars are not
+    assert all(f"Post number {n} of the thread" in text for n in range(4))
+    assert "Signature line" not in text and "Report post" not in text
+
+
+def test_extraction_drops_furniture_named_by_class_and_link_lists_but_keeps_the_page() -> None:
+    # given an article in a wrapper whose class says "sidebar", with a purchase box, a share bar, a skip link,
+    # an unlabelled list of related links, and a paragraph in an element whose class only contains "nav"
+    related = "".join(f'<a href="/r/{n}">Related story number {n} about something else</a><br>' for n in range(4))
+    html = f"""<html><body><a href="#main">Skip to content</a><div class="layout has-sidebar">
+    <div class="buy-box"><p>Free delivery on orders over 50 euros</p></div>
+    <div class="shareBar"><a href="/s">Share this story with friends</a></div>
+    <div class="c1"><h1>Heat pumps</h1>{ARTICLE}<p class="navy-text">A navy paragraph is still the article.</p>
+    </div><div class="c2"><b>See also</b><br>{related}</div></div></body></html>"""
+    # when
+    _, text = extract_page(html, "u")
+    # then
+    assert "Paragraph 0 of the article" in text and "Paragraph 7 of the article" in text
+    assert "A navy paragraph is still the article." in text
+    assert not any(s in text for s in ("Skip to content", "Free delivery", "Share this story", "Related story"))
+
+
+def test_extraction_of_a_table_layout_keeps_the_content_column_lists_and_drops_the_footer_band() -> None:
+    # given a page laid out in a table: a menu row, a sidebar and a content column, and a footer row
+    html = f"""<html><body><table><tr><td colspan="2"><a href="/">Home</a> | <a href="/a">About</a></td></tr>
+    <tr><td><div><b>Most read</b><br><a href="/1">One story</a><br><a href="/2">Two story</a><br>
+    <a href="/3">Three story</a></div></td><td><h1>Heat pumps</h1>{ARTICLE}
+    <ul><li>First listed point of the article</li><li>Second listed point of the article</li></ul></td></tr>
+    <tr><td colspan="2"><p>Copyright 2024 Example Media. All rights reserved.</p></td></tr></table></body></html>"""
+    # when
+    _, text = extract_page(html, "u")
+    # then
+    assert "Paragraph 0 of the article" in text and "- Second listed point of the article" in text
+    assert "Copyright" not in text and "Most read" not in text and "Three story" not in text
 
 
 def test_extraction_never_opens_a_connection(monkeypatch) -> None:

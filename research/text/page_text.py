@@ -13,6 +13,7 @@ import io
 import logging
 import re
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 import lxml.html
 from bs4 import BeautifulSoup, NavigableString, Tag
@@ -57,6 +58,32 @@ _COOKIE_MARK = re.compile(
     r"(cookie|consent|gdpr)[-_]?(banner|bar|notice|popup|modal|dialog|law|message|overlay|wall|consent|container)"
     r"|onetrust|cookiebot|^cc-(banner|window)$|^cookies?$",
     re.IGNORECASE,
+)
+
+# Furniture that a class, id or aria-label names (site footers, menus, breadcrumbs, share bars, related links,
+# newsletter and cookie boxes, sidebars, forum signatures and post toolbars, purchase boxes with their delivery
+# lines, skip links, reference lists and wiki chrome): whole words of the name ("page-footer", "shareBar",
+# "breadcrumbs", "post-actions"), so "navy", "canvas" or "shareholders" are not furniture. Only block elements
+# are dropped (an inline link's class says little: Sphinx marks every link "reference"), and only those that
+# hold neither the page's <main>/<article> nor most of its text (a "has-sidebar" wrapper is the page).
+_FURNITURE_WORDS = frozenset(
+    """footer footers printfooter nav navbar navbox navigation menu breadcrumb breadcrumbs crumbs sidebar
+    sidebars share sharing sharebar social related newsletter subscribe subscription signup cookie cookies
+    consent gdpr signature signatures actions toolbar buybox buy cart basket checkout delivery shipping
+    catlinks editsection references reflist""".split()
+)
+_FURNITURE_BLOCKS = frozenset("""div section aside ul ol dl p table tr td th form center details figure""".split())
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+# A link list: this many links or more, making up this share of the block's text or more.
+_LINK_LIST_MIN = 3
+_LINK_LIST_SHARE = 0.8
+# "Skip to content", "Jump to navigation": links to a place on the page for keyboard and screen-reader users.
+_SKIP_LINK = re.compile(r"^\s*(skip|jump)\s+to\b", re.IGNORECASE)
+# The class names by which trafilatura takes the first matching element as the article (its BODY_XPATH): on a
+# forum thread or a listing page several siblings carry one, and the first post alone would be read.
+_POST_CLASS = re.compile(
+    r"^(post|entry|message|reply)$|post[-_]?(text|body|content|entry)|postContent|"
+    r"(entry|page|text|article|art|message|reply)[-_]content|article(-|__)?body|articleBody|body-text",
 )
 
 _BLOCK_TAGS = frozenset(
@@ -149,14 +176,17 @@ def extract_text(body: str, content_type: str, url: str) -> tuple[str, str]:
 
 def extract_page(html: str | bytes, url: str) -> tuple[str, str]:
     """(title, main text) of an HTML page: navigation, notices, share bars, related links, comments and footers
-    left out by trafilatura; scripts and hidden elements removed before it; blocks kept, one blank line apart."""
+    left out by trafilatura; scripts, hidden elements and the furniture that class names or link density give
+    away (_drop_furniture) removed before it; blocks kept, one blank line apart."""
     soup = BeautifulSoup(html, "lxml")
     title = _title(soup)
     body = soup.body or soup
     _drop_noise(body)
+    _drop_furniture(body)
     root = _main_root(soup, body)
     fallback = _render(root)
     _unwrap_layout_tables(root)
+    _ungroup_posts(root)
     # A <main> or <article> holding the bulk of the text is the author's own word for the main content; within
     # it trafilatura still drops share bars, related links and comments.
     text = _extracted(soup if root is body else root, url)
@@ -185,17 +215,50 @@ def _unwrap_layout_tables(body: Tag) -> None:
 
     trafilatura keeps a table whole (include_tables), so an old table layout's menu, sidebar and footer cells
     would come out with the article; as divs, each is judged on its own. Data tables hold text, not blocks.
+    A table that frames the page (over half its text) loses its footer band (_drop_footer_band), and the
+    column holding over half the page's text becomes an <article> when the page has none: it is the table
+    layout's spelling of one, and trafilatura reads a block it cannot place (no <article>, no class it knows)
+    paragraph by paragraph only, dropping its lists.
     """
+    body_len = _text_len(body)
+    column_marked = body.find("article") is not None
     for table in reversed(body.find_all("table")):  # innermost first
         if table.decomposed:
             continue
         cells = table.find_all(["td", "th"])
         if not any(cell.find(_LAYOUT_CONTENT) for cell in cells):
             continue
-        for tag in [table, *table.find_all(["thead", "tbody", "tfoot", "tr", "td", "th"])]:
-            if tag.find_parent("table") is table or tag is table:
-                tag.name = "div"
-                tag.attrs = {key: value for key, value in tag.attrs.items() if key in ("class", "id")}
+        frames_page = body_len and _text_len(table) > body_len / 2
+        if frames_page:
+            _drop_footer_band(table)
+        # The table's own parts, found before it is renamed (a renamed table is no longer their parent table).
+        parts = table.find_all(["thead", "tbody", "tfoot", "tr", "td", "th"])
+        parts = [tag for tag in parts if tag.find_parent("table") is table]
+        column = None
+        if frames_page and not column_marked:
+            widest = max((tag for tag in parts if tag.name in _CELL_TAGS), key=_text_len, default=None)
+            if widest is not None and _text_len(widest) > body_len / 2:
+                column = widest
+        for tag in [table, *parts]:
+            tag.name = "article" if tag is column else "div"
+            tag.attrs = {key: value for key, value in tag.attrs.items() if key in ("class", "id")}
+        column_marked = column_marked or column is not None
+
+
+def _drop_footer_band(table: Tag) -> None:
+    """Drop the last row of a page laid out in a table when it is the footer band: one cell across the columns
+    below a row of side-by-side cells, no heading, little of the table's text (a <footer> of table layouts)."""
+    rows = [row for row in table.find_all("tr") if row.find_parent("table") is table]
+    if len(rows) < 2:
+        return
+    row_cells = [[cell for cell in row.find_all(["td", "th"]) if cell.find_parent("tr") is row] for row in rows]
+    if len(row_cells[-1]) != 1 or not any(len(cells) > 1 for cells in row_cells[:-1]):
+        return
+    last = rows[-1]
+    if last.find(["h1", "h2", "h3", "h4", "h5", "h6", "main", "article"]):
+        return
+    if _text_len(last) < 0.25 * _text_len(table):
+        last.decompose()
 
 
 def _extracted(soup: BeautifulSoup | Tag, url: str) -> str:
@@ -338,6 +401,92 @@ def _drop_noise(body: Tag) -> None:
         if page_len and _text_len(tag) > page_len / 2:
             continue
         tag.decompose()
+
+
+def _drop_furniture(body: Tag) -> None:
+    """Remove the blocks that a class, id or aria-label names as furniture (_FURNITURE_WORDS), skip links, and
+    link lists (_LINK_LIST_MIN links or more and little other text: menus, related and most-read boxes, the div
+    spelling of <nav>), unless the block holds the page's main content (its <main>, <article> or <h1>, or over
+    half of its text). Linear in the page's size: hostile pages nest thousands of elements deep."""
+    for link in body.find_all("a", href=True):
+        if str(link["href"]).startswith("#") and _SKIP_LINK.match(link.get_text()):
+            link.decompose()
+    page_len = 0
+
+    def is_named(tag: Tag, info: _Stats) -> bool:
+        return _names_furniture(tag)
+
+    def is_link_list(tag: Tag, info: _Stats) -> bool:
+        return info.links >= _LINK_LIST_MIN and info.link_text >= _LINK_LIST_SHARE * info.text
+
+    # Named blocks first, so that a box's links no longer count towards its parent's link density.
+    for rule in (is_named, is_link_list):
+        elements = _block_stats(body)
+        page_len = page_len or elements[0][1].text
+        doomed, skip_to = [], -1
+        for index, (tag, info) in enumerate(elements):
+            if index <= skip_to or tag.name not in _FURNITURE_BLOCKS or info.holds_main:
+                continue
+            if (page_len and info.text > page_len / 2) or not rule(tag, info):
+                continue
+            doomed.append(tag)
+            skip_to = info.end  # its descendants go with it
+        for tag in doomed:
+            tag.decompose()
+
+
+@dataclass
+class _Stats:
+    end: int = 0  # index of its last descendant in document order
+    text: int = 0  # characters of text, as _text_len counts them
+    link_text: int = 0  # of which inside <a href>
+    links: int = 0
+    holds_main: bool = False  # a <main>, <article>, <h1> or [role=main] in it (or it)
+
+
+def _block_stats(body: Tag) -> list[tuple[Tag, _Stats]]:
+    """`body` and every element in it in document order, with its _Stats, each computed from its children's in
+    one pass (no per-element search of the subtree)."""
+    tags = [body, *body.find_all(True)]
+    stats: dict[int, _Stats] = {}
+    for index in range(len(tags) - 1, -1, -1):  # children before their parents
+        tag = tags[index]
+        info = _Stats(end=index)
+        for child in tag.children:
+            if isinstance(child, Tag):
+                below = stats[id(child)]
+                info.end = max(info.end, below.end)
+                info.text += below.text
+                info.link_text += below.link_text
+                info.links += below.links
+                info.holds_main = info.holds_main or below.holds_main
+            elif isinstance(child, NavigableString) and not isinstance(child, PreformattedString):
+                info.text += len(child.strip())
+        if tag.name == "a" and tag.get("href") is not None:
+            info.link_text, info.links = info.text, info.links + 1
+        if tag.name in ("main", "article", "h1") or str(tag.get("role", "")).strip().lower() == "main":
+            info.holds_main = True
+        stats[id(tag)] = info
+    return [(tag, stats[id(tag)]) for tag in tags]
+
+
+def _names_furniture(tag: Tag) -> bool:
+    names = [str(tag.get("id", "")), str(tag.get("aria-label", "")), *map(str, tag.get_attribute_list("class"))]
+    return any(word.lower() in _FURNITURE_WORDS for name in names if name for word in _NAME_WORDS.findall(name))
+
+
+def _ungroup_posts(root: Tag) -> None:
+    """Take the article class names (_POST_CLASS) off elements that repeat them, the posts of a thread or the
+    entries of a listing, so that trafilatura judges them together instead of reading the first one alone."""
+    groups: dict[str, list[Tag]] = {}
+    for tag in root.find_all(class_=True):
+        classes = " ".join(map(str, tag.get_attribute_list("class")))
+        if any(_POST_CLASS.search(name) for name in classes.split()):
+            groups.setdefault(classes, []).append(tag)
+    for tags in groups.values():
+        if len(tags) > 1:
+            for tag in tags:
+                tag["class"] = [name for name in tag.get_attribute_list("class") if not _POST_CLASS.search(name)]
 
 
 def _is_hidden(tag: Tag) -> bool:
