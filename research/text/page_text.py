@@ -286,6 +286,20 @@ def _extracted(soup: BeautifulSoup | Tag, url: str) -> str:
 _EXTRACTED_BLOCKS = frozenset({"p", "head", "list", "item", "table", "row", "quote", "code", "div", "body", "section"})
 
 
+def _block_lines(raw: str) -> list[str]:
+    """A block's text as lines: spaces collapsed, table cells " | " apart without a cell mark at either end."""
+    lines = []
+    for line in _SPACES.sub(" ", raw).split(_BR):
+        line = _CELL_RUN.sub(" | ", line).strip()
+        if line.startswith("| "):
+            line = line[2:]
+        if line.endswith(" |"):
+            line = line[:-2]
+        if line.strip():
+            lines.append(line.strip())
+    return lines
+
+
 def _render_extracted(root: etree._Element) -> str:
     """Text of trafilatura's XML body: blocks one blank line apart, list items "- " on consecutive lines, table
     rows one a line with " | " between cells, code as laid out. Iterative, like _render."""
@@ -294,17 +308,8 @@ def _render_extracted(root: etree._Element) -> str:
     open_blocks: list[str] = []
 
     def flush() -> None:
-        raw = "".join(parts)
+        lines = _block_lines("".join(parts))
         parts.clear()
-        lines = []
-        for line in _SPACES.sub(" ", raw).split(_BR):
-            line = _CELL_RUN.sub(" | ", line).strip()
-            if line.startswith("| "):
-                line = line[2:]
-            if line.endswith(" |"):
-                line = line[:-2]
-            if line.strip():
-                lines.append(line.strip())
         if not lines:
             return
         kind = open_blocks[-1] if open_blocks else ""
@@ -527,17 +532,8 @@ def _render(root: Tag) -> str:
     open_blocks: list[str] = []
 
     def flush() -> None:
-        raw = "".join(parts)
+        lines = _block_lines("".join(parts))
         parts.clear()
-        lines = []
-        for line in _SPACES.sub(" ", raw).split(_BR):
-            line = _CELL_RUN.sub(" | ", line).strip()
-            if line.startswith("| "):
-                line = line[2:]
-            if line.endswith(" |"):
-                line = line[:-2]
-            if line.strip():
-                lines.append(line.strip())
         if not lines:
             return
         kind = open_blocks[-1] if open_blocks else ""
