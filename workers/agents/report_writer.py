@@ -256,20 +256,22 @@ def outline(
             request + f"The research's findings, numbered F<id> under their numbered sources, between {fence.start} "
             f"and {fence.end}:\n{fence.around(digest)}\n\n{ask}"
         )
-        result = complete_json(
-            "report_writer",
-            [{"role": "system", "content": OUTLINE_SYSTEM}, {"role": "user", "content": user}],
-            OUTLINE_NAME,
-            OUTLINE_SCHEMA,
-        )
-        prompt_tokens += result.prompt_tokens
-        completion_tokens += result.completion_tokens
-        data = storable_data(result.data)
+        data, used = _ask(OUTLINE_SYSTEM, user, OUTLINE_NAME, OUTLINE_SCHEMA)
+        prompt_tokens, completion_tokens = prompt_tokens + used[0], completion_tokens + used[1]
         if index == 1:
             title, summary = str(data.get("title", "")), list(data.get("summary", []))
         _merge_sections(sections, data.get("sections", []))
     _place_every_finding(sections, sources)
     return {"title": title, "summary": summary, "sections": sections}, prompt_tokens, completion_tokens
+
+
+def _ask(system: str, user: str, name: str, schema: dict[str, Any]) -> tuple[dict[str, Any], tuple[int, int]]:
+    """One part of the outline or of a section: the writer's answer, storable, and its (prompt, completion) tokens."""
+    result = complete_json(
+        "report_writer", [{"role": "system", "content": system}, {"role": "user", "content": user}], name, schema
+    )
+    # Model output is outside data: it may hold what PostgreSQL refuses.
+    return storable_data(result.data), (result.prompt_tokens, result.completion_tokens)
 
 
 def _outline_ask(index: int, parts: int, headings: list[str]) -> str:
@@ -383,15 +385,8 @@ def write_section(
             f"{head}Numbered sources with the facts and quotes extracted from them, between {fence.start} and "
             f"{fence.end}:\n{fence.around(packet)}\n\n{ask}{part}"
         )
-        result = complete_json(
-            "report_writer",
-            [{"role": "system", "content": SECTION_SYSTEM}, {"role": "user", "content": user}],
-            SECTION_NAME,
-            SECTION_SCHEMA,
-        )
-        prompt_tokens += result.prompt_tokens
-        completion_tokens += result.completion_tokens
-        data = storable_data(result.data)
+        data, used = _ask(SECTION_SYSTEM, user, SECTION_NAME, SECTION_SCHEMA)
+        prompt_tokens, completion_tokens = prompt_tokens + used[0], completion_tokens + used[1]
         paragraphs.extend(data.get("paragraphs", []))
         subsections.extend(data.get("subsections", []))
     return {"paragraphs": paragraphs, "subsections": subsections}, prompt_tokens, completion_tokens
