@@ -77,6 +77,11 @@ class Since:
     xmin: int | None = None
 
 
+# A push waits at most this long behind a table's exclusive lock (a migration, a TRUNCATE): far below PostgreSQL's
+# deadlock_timeout (1 s), so the push gives up and lets the other go before a deadlock is even looked for.
+PUSH_LOCK_TIMEOUT_MS = 200
+
+
 class DeltaMismatch(ValueError):
     """A delta names rows the state does not have: the state is not the one the delta follows."""
 
@@ -86,8 +91,9 @@ def read_push(
 ) -> tuple[list[dict[str, Any]], dict[str, Any], int | None, str | None]:
     """The events after seq `after` (at most `limit`), the delta since `since` (None: a whole one), the view's
     xmin to pass as the next push's `since`, and with `checksum` the checksum of the whole snapshot, all read in
-    one consistent view. Raises Research.DoesNotExist."""
-    with consistent_view() as xmin:
+    one consistent view. Raises Research.DoesNotExist, and LockNotAvailable (wrapped as OperationalError) where
+    a table is locked exclusively for more than PUSH_LOCK_TIMEOUT_MS: a push is best effort and steps aside."""
+    with consistent_view(lock_timeout_ms=PUSH_LOCK_TIMEOUT_MS) as xmin:
         rows = Event.objects.filter(research_id=research_id, seq__gt=after).order_by("seq")[:limit]
         events = [event_payload(event) for event in rows]
         delta = build_delta(research_id, since)

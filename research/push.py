@@ -19,7 +19,8 @@ import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import OperationalError, close_old_connections, connections, transaction
+from psycopg.errors import LockNotAvailable
 
 from research.delta import Since, drop_rows, read_push, row_digests
 from research.models import Research
@@ -96,6 +97,13 @@ class _Pusher:
                 try:
                     if not flush(research_id, self._push_state()):
                         self.mark(research_id)  # another process holds the turn: try again next round
+                except OperationalError as error:
+                    if not isinstance(error.__cause__, LockNotAvailable):
+                        log.warning("push for research %s failed", research_id, exc_info=True)
+                        continue
+                    # A table was locked exclusively (a migration, a TRUNCATE): this push stepped aside.
+                    log.info("push for research %s waits for a table lock; trying again next round", research_id)
+                    self.mark(research_id)
                 except Exception:  # pushing is best effort; clients catch up from the database
                     log.warning("push for research %s failed", research_id, exc_info=True)
 

@@ -312,15 +312,21 @@ def event_payload(event: Event) -> dict[str, Any]:
 
 
 @contextmanager
-def consistent_view() -> Iterator[int | None]:
+def consistent_view(lock_timeout_ms: int | None = None) -> Iterator[int | None]:
     """A transaction in which every read sees one moment (REPEATABLE READ on PostgreSQL); yields the oldest
-    transaction id still running at that moment, or None where there is no such thing (SQLite)."""
+    transaction id still running at that moment, or None where there is no such thing (SQLite).
+
+    `lock_timeout_ms`: a read that waits longer than this for a table lock fails (LockNotAvailable) instead of
+    waiting. Reads only wait behind an exclusive lock (a migration, a TRUNCATE); a reader that can give up, as a
+    push can, then steps aside at once rather than hold its other tables and deadlock the exclusive locker."""
     with transaction.atomic():
         if connection.vendor != "postgresql":
             yield None
             return
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            if lock_timeout_ms is not None:
+                cursor.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
             # The first statement takes the transaction's view, so this is the view every later read sees.
             cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
             yield cursor.fetchone()[0]

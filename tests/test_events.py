@@ -3,11 +3,14 @@
 import asyncio
 import threading
 
+import psycopg
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
+from psycopg.errors import LockNotAvailable
 
+from research.delta import read_push
 from research.events import record_event
 from research.models import Event, Research
 from research.push import research_group, user_group
@@ -119,3 +122,47 @@ def test_push_waits_for_commit_and_a_rolled_back_event_is_never_pushed(user, set
     assert message is not None
     assert [(e["seq"], e["data"]) for e in message["events"]] == [(1, {"n": 1})]
     loop.close()
+
+
+def test_a_push_steps_aside_from_an_exclusive_lock_and_goes_out_after_it(user, settings) -> None:
+    # given a listener, and a table the push reads locked exclusively by another session (as a migration or a
+    # TRUNCATE does, which would deadlock against a push holding the tables it has read so far)
+    settings.PUSH_INTERVAL = 0.05
+    research = Research.objects.create(owner=user, prompt="p", title="t")
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(research_group(research.pk), channel)
+    loop = asyncio.new_event_loop()
+
+    def received(timeout: float) -> dict | None:
+        try:
+            return loop.run_until_complete(asyncio.wait_for(layer.receive(channel), timeout))
+        except TimeoutError:
+            return None
+
+    with psycopg.connect(**database_dsn()) as locker:
+        locker.execute("LOCK TABLE research_website IN ACCESS EXCLUSIVE MODE")
+        # when the push reads while the lock is held
+        with pytest.raises(OperationalError) as failed:
+            read_push(research.pk, 0, 10, None)
+        record_event(research.pk, "research_started", {"n": 1})
+        # then it gives up rather than waits (and holds what it read), and nothing is pushed meanwhile
+        assert isinstance(failed.value.__cause__, LockNotAvailable)
+        assert received(1.0) is None
+        locker.rollback()
+    # and once the lock is gone the push goes out, the event not lost
+    message = received(5.0)
+    assert message is not None
+    assert [(e["seq"], e["data"]) for e in message["events"]] == [(1, {"n": 1})]
+    loop.close()
+
+
+def database_dsn() -> dict:
+    settings_dict = connection.settings_dict
+    return {
+        "host": settings_dict["HOST"],
+        "port": settings_dict["PORT"] or 5432,
+        "user": settings_dict["USER"],
+        "dbname": settings_dict["NAME"],
+        "password": settings_dict["PASSWORD"] or None,
+    }
