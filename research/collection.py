@@ -240,11 +240,14 @@ def rank_in_python(query: str, limit: int) -> list[int]:
     return [pk for _, pk in scored[:limit]]
 
 
-# --- Signed links -----------------------------------------------------------------------------------------
-# A link carries the time it was signed, and the view accepts it for COLLECTION_LINK_MAX_AGE seconds: a link that
-# leaks (from a log, a report's citations) opens its document only briefly. The stored link is the page's
-# identity in a research (its URL, the report's citation), so it never changes: the scrape step fetches through
-# `renewed_link`, a fresh link for the same document, so a research that waited longer than that still reads it.
+# --- Links -----------------------------------------------------------------------------------------------
+# A document has one stable URL, APP_BASE_URL/collection/<id>/: the page's identity in a research (its URL, the
+# report's citation), the same whichever search found it, so a document is one source however many queries return
+# it. That URL needs a login (research/web/collection_views.py), like the rest of the app: it is what a reader
+# follows from a report, at any time. Workers have no session: they fetch through a signed link,
+# APP_BASE_URL/collection/<id>/<timestamp>.<signature>/, which the view accepts for COLLECTION_LINK_MAX_AGE seconds,
+# so a link that leaks (from a log) opens its document only briefly. The scrape step signs one as it fetches
+# (`fetch_link`). Research stored before stable URLs carries signed links; `public_links` shows them as stable ones.
 
 
 def _signer() -> signing.TimestampSigner:
@@ -266,18 +269,47 @@ def signature_ok(document_id: int, given: str, max_age: float | None = None) -> 
     return True
 
 
+def _links_base() -> str:
+    return f"{settings.APP_BASE_URL.rstrip('/')}/collection/"
+
+
 def document_url(document_id: int) -> str:
-    """The link workers fetch a document from: APP_BASE_URL/collection/<id>/<timestamp>.<signature>/."""
-    return f"{settings.APP_BASE_URL.rstrip('/')}/collection/{document_id}/{signature(document_id)}/"
+    """The document's stable URL: APP_BASE_URL/collection/<id>/ (readers need a login)."""
+    return f"{_links_base()}{document_id}/"
 
 
-def renewed_link(url: str) -> str:
-    """A fresh link for a collection link this app signed, however long ago; any other URL unchanged."""
-    prefix = f"{settings.APP_BASE_URL.rstrip('/')}/collection/"
-    match = _LINK_PATH.fullmatch(url[len(prefix) :]) if url.startswith(prefix) else None
-    if match is None or not signature_ok(int(match["id"]), match["signature"]):
-        return url
-    return document_url(int(match["id"]))
+def signed_url(document_id: int) -> str:
+    """A link workers can fetch the document from without a session, for COLLECTION_LINK_MAX_AGE seconds."""
+    return f"{_links_base()}{document_id}/{signature(document_id)}/"
 
 
-_LINK_PATH = re.compile(r"(?P<id>[0-9]+)/(?P<signature>[^/?#]+)/")
+def linked_document(url: str) -> int | None:
+    """The document a URL of this app's collection names (stable, or signed by this app however long ago)."""
+    base = _links_base()
+    match = _LINK_PATH.fullmatch(url[len(base) :]) if url.startswith(base) else None
+    if match is None:
+        return None
+    if match["signature"] is not None and not signature_ok(int(match["id"]), match["signature"]):
+        return None
+    return int(match["id"])
+
+
+def fetch_link(url: str) -> str:
+    """The URL a worker fetches: a freshly signed link for a collection URL, any other URL unchanged."""
+    document_id = linked_document(url)
+    return url if document_id is None else signed_url(document_id)
+
+
+def public_links(text: str, base: str) -> str:
+    """`text` (a report's markdown) with every collection URL of this app, stable or signed, written as the stable
+    URL under `base`: the address the reader reached this app at (APP_BASE_URL may be an internal name)."""
+    prefix = re.escape(_links_base())
+
+    def public(match: re.Match[str]) -> str:
+        document_id = linked_document(match.group(0))
+        return match.group(0) if document_id is None else f"{base.rstrip('/')}/collection/{document_id}/"
+
+    return re.sub(prefix + r"[0-9]+/(?:[^/\s?#)\]]+/)?", public, text)
+
+
+_LINK_PATH = re.compile(r"(?P<id>[0-9]+)/(?:(?P<signature>[^/?#]+)/)?")

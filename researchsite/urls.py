@@ -34,7 +34,12 @@ urlpatterns = [
     # Browsers ask for /favicon.ico on pages that name no icon (the admin's).
     path("favicon.ico", RedirectView.as_view(url=static("research/img/icon.svg"))),
     path("api/", include(api_patterns)),
-    # Collection documents for the workers: no login, but only by signed link (research/collection.py).
+    # Collection documents: a report's citation (login), and the workers' signed link (no login).
+    path(
+        "collection/<int:document_id>/",
+        collection_views.collection_document_page,
+        name="collection-document-page",
+    ),
     path(
         "collection/<int:document_id>/<str:signature>/",
         collection_views.collection_document,

@@ -144,10 +144,12 @@ def test_search_ranks_the_best_document_first(heat_pump_collection, ranking: str
     assert len(boreholes) <= 2
     assert nothing == [] and stopwords == []
     document = by_name("defrost.md")
-    prefix = f"http://app.test:8000/collection/{document.pk}/"
-    assert defrost[0].url.startswith(prefix) and defrost[0].url.endswith("/")
-    assert collection.signature_ok(document.pk, defrost[0].url.removeprefix(prefix).rstrip("/"), max_age=60)
+    # each result is its document's stable URL: the same whichever query finds it, so one source per document
+    assert defrost[0].url == f"http://app.test:8000/collection/{document.pk}/"
     assert len({r.url for r in defrost}) == len(defrost)
+    with override_settings(APP_BASE_URL="http://app.test:8000/"):
+        again = local_documents.search("defrosting heat pumps", 7)
+    assert defrost[0].url in {r.url for r in again}
 
 
 def test_search_mixes_in_documents_with_the_web(heat_pump_collection, monkeypatch) -> None:
@@ -186,6 +188,52 @@ def test_view_serves_documents_by_signed_link_without_login(heat_pump_collection
     assert anonymous.post(f"/collection/{markdown.pk}/{collection.signature(markdown.pk)}/").status_code in (403, 405)
 
 
+def test_a_documents_stable_url_opens_for_a_signed_in_reader_at_any_time(
+    heat_pump_collection, user, settings, monkeypatch
+) -> None:
+    # given a document's stable URL, the one a report cites
+    document = by_name("defrost.md")
+    stable = collection.document_url(document.pk)
+    path = stable.removeprefix(settings.APP_BASE_URL)
+    assert path == f"/collection/{document.pk}/"
+    # then a visitor who is not signed in is sent to the login page
+    response = Client().get(path)
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    # and a signed-in reader gets the document, now and two hours later (the signed links of that time expired)
+    reader = Client()
+    reader.force_login(user)
+    assert reader.get(path).content.decode() == document.text
+    later = time.time() + 2 * 3600
+    monkeypatch.setattr(signing.time, "time", lambda: later)
+    assert Client().get(collection.signed_url(document.pk).removeprefix(settings.APP_BASE_URL)).status_code == 200
+    expired = signed_ago(document.pk, 2 * 3600 + 3600, monkeypatch)
+    assert Client().get(expired.removeprefix(settings.APP_BASE_URL)).status_code == 404
+    assert reader.get(path).content.decode() == document.text
+    assert reader.get("/collection/99999/").status_code == 404
+    # and a worker fetches the stable URL through a freshly signed link
+    assert collection.fetch_link(stable).startswith(stable) and collection.fetch_link(stable) != stable
+
+
+def test_public_links_show_stable_and_old_signed_links_at_the_readers_address(heat_pump_collection, settings) -> None:
+    # given a report citing one document by its stable URL and by two links signed at different times (research
+    # stored before stable URLs), a forged link and a foreign page
+    settings.APP_BASE_URL = "http://web:8000"
+    document = by_name("defrost.md")
+    signed = collection.signed_url(document.pk)
+    forged = f"http://web:8000/collection/{document.pk}/{collection.signature(document.pk + 1)}/"
+    markdown = (
+        f"A [1]({collection.document_url(document.pk)}) B [2]({signed}) C <{signed}> D [3]({forged}) "
+        "E [4](https://example.com/collection/1/)"
+    )
+    # when they are written for a reader who reached the app at https://research.example.org/
+    public = collection.public_links(markdown, "https://research.example.org/")
+    # then every link this app made is the stable URL there; the others are left as they are
+    stable = f"https://research.example.org/collection/{document.pk}/"
+    assert public == (
+        f"A [1]({stable}) B [2]({stable}) C <{stable}> D [3]({forged}) E [4](https://example.com/collection/1/)"
+    )
+
+
 def test_workers_in_compose_reach_documents_over_plain_http(heat_pump_collection, settings) -> None:
     # given production's HTTPS settings and compose's hosts: workers fetch http://web:8000/collection/...
     compose = yaml.safe_load((Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text())
@@ -206,7 +254,7 @@ def signed_ago(document_id: int, seconds: float, monkeypatch: pytest.MonkeyPatch
     now = time.time()
     with monkeypatch.context() as past:
         past.setattr(signing.time, "time", lambda: now - seconds)
-        return collection.document_url(document_id)
+        return collection.signed_url(document_id)
 
 
 def test_view_refuses_links_older_than_their_max_age(heat_pump_collection, settings, monkeypatch) -> None:
@@ -221,12 +269,12 @@ def test_view_refuses_links_older_than_their_max_age(heat_pump_collection, setti
     assert Client().get(path(recent)).status_code == 200
     assert Client().get(path(expired)).status_code == 404
     # and renewing it gives a link that works (for the same document), while foreign URLs stay as they are
-    renewed = collection.renewed_link(expired)
+    renewed = collection.fetch_link(expired)
     assert renewed.startswith(f"{settings.APP_BASE_URL}/collection/{document.pk}/") and renewed != expired
     assert Client().get(path(renewed)).status_code == 200
     forged = f"{settings.APP_BASE_URL}/collection/{document.pk}/{collection.signature(document.pk + 1)}/"
     for url in (forged, "https://example.com/collection/1/x/", expired.replace("/collection/", "/admin/")):
-        assert collection.renewed_link(url) == url
+        assert collection.fetch_link(url) == url
 
 
 @pytest.mark.django_db(transaction=True)

@@ -20,7 +20,7 @@ from tests.support.private_services import PrivateRedis
 pytestmark = pytest.mark.slow
 
 # A link may carry its quote as a title: `[[n]](url "quote")` (the title's own quotes and brackets are entities).
-CITATION = re.compile(r'\]\((http://127\.0\.0\.1:\d+/collection/(\d+)/[^/)\s]+/)(?: "[^"]*")?\)')
+CITATION = re.compile(r'\]\((http://127\.0\.0\.1:\d+/collection/(\d+)/)(?: "[^"]*")?\)')
 ANY_LINK = re.compile(r'\]\((https?://[^)\s]+)(?: "[^"]*")?\)')
 QUOTED = re.compile(r"“([^”]+)”")
 WATCH = re.compile(r"Watch it live: http://127\.0\.0\.1:\d+/  \(user: demo, password: (\S+)\)")
@@ -68,6 +68,9 @@ def check_report(var: Path, documents: dict[int, str]) -> None:
     for _, document_id in cited:
         assert int(document_id) in documents, document_id
     sources = report.split("## Sources", 1)[1]
+    # one source per document: every search that found a document gave its one stable URL
+    source_documents = [CITATION.search(line).group(2) for line in sources.strip().splitlines()]
+    assert len(source_documents) == len(set(source_documents))
     quotes = 0
     for line in sources.strip().splitlines():
         match = CITATION.search(line)

@@ -9,13 +9,17 @@ import hashlib
 import io
 import re
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
+from django.conf import settings
+from django.core import signing
 from django.core.management import call_command
+from django.test import Client
 from django.utils import timezone
 
 from devtools.processes import ARTIFACTS, ROOT
@@ -48,7 +52,7 @@ OFFLINE_ENV = {
     "OPENAI_BASE_URL": "",
     "OPENAI_API_KEY": "",
 }
-_DOCUMENT_ID = re.compile(r"/collection/(\d+)/[^/]+/$")
+_DOCUMENT_ID = re.compile(r"/collection/(\d+)/$")
 PAGE_TEXT = ROOT / "research" / "text" / "page_text.py"
 
 
@@ -161,7 +165,7 @@ def test_offline_research_over_a_folder_of_mixed_files(offline, user, tmp_path: 
     assert "seasonal performance factor" in markdown
 
 
-def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path) -> None:
+def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path, monkeypatch) -> None:
     # given the demo's collection: the standard library's documentation, rendered by pydoc
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -180,3 +184,25 @@ def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path) 
     headings = re.findall(r"^## (.+)$", markdown, re.MULTILINE)
     assert headings[:4] == ["Summary", "Threads", "Processes", "Asyncio"], headings
     assert len(set(cited_urls(markdown))) >= 8
+    assert_citations_open_an_hour_later(research, user, monkeypatch)
+
+
+def assert_citations_open_an_hour_later(research: Research, user, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's sources are one per document, and each citation opens that document for its reader an hour
+    after the research ended (when every link a worker was given has expired)."""
+    reader = Client()
+    reader.force_login(user)
+    html = reader.get(f"/api/research/{research.pk}/report.html").content.decode()
+    sources = html.split(">Sources</h2>", 1)[1]
+    source_links = re.findall(r'href="http://testserver/collection/(\d+)/"', sources)
+    assert source_links and len(source_links) == len(set(source_links))
+    cited = set(re.findall(r'href="(http://testserver/collection/\d+/)"', html))
+    assert {int(_DOCUMENT_ID.search(url).group(1)) for url in cited} == {int(i) for i in source_links}
+    an_hour_later = time.time() + settings.COLLECTION_LINK_MAX_AGE + 60
+    monkeypatch.setattr(signing.time, "time", lambda: an_hour_later)
+    documents = CollectionDocument.objects.in_bulk([int(i) for i in source_links])
+    for url in sorted(cited):
+        response = reader.get(url.removeprefix("http://testserver"))
+        assert response.status_code == 200, url
+        document = documents[int(_DOCUMENT_ID.search(url).group(1))]
+        assert response.content.decode() == (document.source or document.text)

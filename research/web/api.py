@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from research import branches, quotas, services
+from research.collection import public_links
 from research.models import (
     Document,
     DocumentKind,
@@ -207,17 +208,23 @@ def research_events(request: HttpRequest, research_id: str) -> HttpResponse:
     return JsonResponse({"events": [event_payload(event) for event in events]})
 
 
+def reader_links(request: HttpRequest, markdown: str) -> str:
+    """The markdown with its collection citations as stable links at the address this reader reached the app at."""
+    return public_links(markdown, request.build_absolute_uri("/"))
+
+
 def _document(request: HttpRequest, research_id: str, kind: str, filename: str, html: bool = False) -> HttpResponse:
     """The research's report or error output: its markdown, or as sanitised HTML for the report view to insert."""
     research = own_research(request, research_id)
     document = _version(Document.objects.filter(research=research, kind=kind), request).order_by("-version").first()
     if document is None:
         raise ApiError(404, f"this research has no {filename} (yet)")
+    markdown = reader_links(request, document.markdown)
     if html:
-        response = HttpResponse(render_markdown(document.markdown), content_type="text/html; charset=utf-8")
+        response = HttpResponse(render_markdown(markdown), content_type="text/html; charset=utf-8")
         response["Cache-Control"] = "private, no-cache"
         return response
-    response = HttpResponse(document.markdown, content_type="text/markdown; charset=utf-8")
+    response = HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'inline; filename="{filename}"'
     return response
 
@@ -241,7 +248,9 @@ def report_section_html(request: HttpRequest, research_id: str, position: int) -
     ).first()
     if section is None:
         raise ApiError(404, "this section is not written (yet)")
-    response = HttpResponse(render_markdown(section.markdown), content_type="text/html; charset=utf-8")
+    response = HttpResponse(
+        render_markdown(reader_links(request, section.markdown)), content_type="text/html; charset=utf-8"
+    )
     response["Cache-Control"] = "private, no-cache"
     return response
 
@@ -304,7 +313,7 @@ def _export(request: HttpRequest, research_id: str, extension: str, content_type
     if document is None:
         raise ApiError(404, f"this research has no report.{extension} (yet)")
     title = report_title(document.markdown) or research.title or "Research report"
-    response = HttpResponse(build(document.markdown, title), content_type=content_type)
+    response = HttpResponse(build(reader_links(request, document.markdown), title), content_type=content_type)
     version = document.version if request.GET.get("version") is not None else None
     response["Content-Disposition"] = exports.content_disposition(title, extension, version)
     response["Cache-Control"] = "private, no-cache"

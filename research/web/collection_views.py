@@ -1,6 +1,8 @@
-"""Serving collection documents to workers: no login (workers have no session), but only by signed link."""
+"""Collection documents: by their stable URL for a signed-in reader (a report's citation), by a signed link for
+the workers, which have no session (research/collection.py)."""
 
 from django.conf import settings
+from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
@@ -13,10 +15,23 @@ HTML_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src d
 
 
 @require_safe
+@login_required
+def collection_document_page(request: HttpRequest, document_id: int) -> HttpResponse:
+    """The document a report cites. The collection is the instance's, searched by every user's research, so any
+    signed-in user may read it; the link never expires."""
+    return _serve(document_id)
+
+
+@require_safe
 def collection_document(request: HttpRequest, document_id: int, signature: str) -> HttpResponse:
-    """An HTML document as text/html; Markdown, text and PDF documents (their extracted text) as text/plain."""
+    """The document for a worker, by a link signed less than COLLECTION_LINK_MAX_AGE seconds ago."""
     if not signature_ok(document_id, signature, max_age=settings.COLLECTION_LINK_MAX_AGE):
         raise Http404("no such document")
+    return _serve(document_id)
+
+
+def _serve(document_id: int) -> HttpResponse:
+    """An HTML document as text/html; Markdown, text and PDF documents (their extracted text) as text/plain."""
     document = CollectionDocument.objects.filter(pk=document_id).only("content_type", "text", "source").first()
     if document is None:
         raise Http404("no such document")

@@ -1,6 +1,7 @@
 """The "local" search provider: full-text search over the local document collection (research/collection.py).
 
-Results link to the web app's signed collection URLs, so workers fetch and analyse them like any web page.
+Results carry each document's stable URL in the web app (research/collection.py): one source per document,
+however many queries find it. Workers fetch it through a signed link, and analyse it like any web page.
 """
 
 from research.collection import document_url, rank_documents

@@ -12,7 +12,7 @@ from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
 from research import dispatch
-from research.collection import renewed_link
+from research.collection import fetch_link
 from research.dispatch import QUEUED
 from research.events import record_event
 from research.models import EventType, Page, PageStatus, Research, Website, WebsiteStatus
@@ -133,9 +133,9 @@ def _claim_website(website_id: int, page_id: int) -> bool:
 
 
 def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
-    # A collection link may have expired since the search stored it: fetch through a fresh one, and keep the
-    # stored URL as the page's identity (research/collection.py).
-    fetch_url = renewed_link(url)
+    # A collection document is fetched through a freshly signed link (workers have no session); the stored URL
+    # stays the page's identity (research/collection.py).
+    fetch_url = fetch_link(url)
     try:
         # Politeness: a few fetches at a time per host, across all workers.
         with host_slot(
