@@ -1,12 +1,17 @@
-"""The report as PDF and Word: headings, text and working citation links, for its owner only, per version."""
+"""The report as PDF and Word: typeset for reading, with a title block, page numbers and working citation links, for
+its owner only, per version. The PDF's first pages are saved as PNG under test-artifacts/exports/ to look at."""
 
 import io
 import re
+from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import unquote
 
+import pypdfium2
 import pytest
 from docx import Document as WordDocument
 from docx.opc.constants import RELATIONSHIP_TYPE
+from docx.shared import Mm
 from pypdf import PdfReader
 
 from research.models import Document, DocumentKind, Research, ResearchStatus
@@ -17,6 +22,10 @@ from workers.agents.report_writer import SourceNote
 from workers.pipeline.citations import render_report
 
 pytestmark = pytest.mark.django_db
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "exports"
+PROMPT = "How well do air-source heat pumps work in Nordic winters, and what do they cost?"
+META = exports.ExportMeta("Cold-climate heat pumps", PROMPT, datetime(2025, 5, 5, 9, 30, tzinfo=UTC), 1)
 
 PDF_TYPE = "application/pdf"
 DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -59,7 +68,7 @@ def rendered(title: str = "Cold-climate heat pumps", heading: str = "Field measu
 
 @pytest.fixture
 def finished(user) -> Research:
-    research = Research.objects.create(owner=user, prompt="p", title="t", status=ResearchStatus.COMPLETED)
+    research = Research.objects.create(owner=user, prompt=PROMPT, title="t", status=ResearchStatus.COMPLETED)
     Document.objects.create(research=research, kind=DocumentKind.REPORT, markdown=rendered())
     return research
 
@@ -104,7 +113,9 @@ def test_pdf_export_has_the_headings_text_and_working_citation_links(api, finish
     text, links = pdf_text_and_links(response.content)
     for heading in ("Cold-climate heat pumps", "Summary", "Field measurements", "Sources"):
         assert heading in text
-    assert TRIAL in text and "The seasonal COP averaged 2.7." in text
+    assert "The seasonal COP averaged 2.7." in text
+    # a source shows its title and site, not its URL
+    assert "Nordic trial (a.example)" in text and TRIAL not in text
     assert {unquote(link) for link in links} == {TRIAL, ODD}
     assert linked(ODD) in links  # the citation's own target, whole, query string and all
 
@@ -123,9 +134,10 @@ def test_docx_export_has_the_headings_and_hyperlinks(api, finished) -> None:
     ]
     assert {unquote(link) for link in hyperlinks} == {TRIAL, ODD}
     text = "\n".join(p.text for p in document.paragraphs)
-    assert "Ground-source systems cost 30% more. [2]" in text
-    # the sources list, numbered as the citations are, with the quotes they rest on
-    assert f"1. Nordic trial — {TRIAL} — quoted: “{TRIAL_QUOTE}”" in text
+    assert "Ground-source systems cost 30% more.[2]" in text  # the citation raised against its sentence
+    # the sources list, numbered by Word as the citations are, with the quotes they rest on
+    sources = [(p.style.name, p.text) for p in document.paragraphs if p.style.name == "List Number"]
+    assert sources[0] == ("List Number", f"Nordic trial (a.example) — quoted: “{TRIAL_QUOTE}”")
     # the citation's hyperlink carries its quote as the tooltip Word shows
     tooltips = re.findall(r'w:tooltip="([^"]*)"', document.element.xml)
     assert TRIAL_QUOTE in tooltips
@@ -183,16 +195,134 @@ def test_pdf_without_a_unicode_font_falls_back_to_the_core_fonts(monkeypatch) ->
     monkeypatch.setattr(exports, "FONT_DIRS", [])
     markdown = rendered(HOSTILE_TITLE, "Ελληνικά “quotes” — 热泵")
     # when the report is exported, then it is a PDF still, its text transliterated where the core fonts lack it
-    text, links = pdf_text_and_links(exports.report_pdf(markdown, HOSTILE_TITLE))
+    meta = exports.ExportMeta(HOSTILE_TITLE, "Ελληνικά {nb} 热泵", META.written_at)
+    text, links = pdf_text_and_links(exports.report_pdf(markdown, meta))
     assert "Wärmepumpen" in text and "Field measurements" not in text and '"quotes"' in text
+    assert "Page 1 of 1" in text and "{nb}" in text  # the page count alias in the request stays text
     assert {unquote(link) for link in links} == {TRIAL, ODD}
 
 
 def test_the_export_holds_only_what_the_sanitised_page_shows() -> None:
     markdown = "# T\n\nA [trap](javascript:alert(1)) and <script>alert(2)</script> [[1]](https://a.example/x)\n"
     assert "javascript" not in render_markdown(markdown).split("href")[-1]
-    document, hyperlinks = docx_of(exports.report_docx(markdown, "T"))
+    meta = exports.ExportMeta("T", "<b>request</b> **not bold**", META.written_at)
+    document, hyperlinks = docx_of(exports.report_docx(markdown, meta))
     assert hyperlinks == ["https://a.example/x"]
-    assert "<script>alert(2)</script>" in document.paragraphs[1].text  # shown as text, as on the page
-    _, links = pdf_text_and_links(exports.report_pdf(markdown, "T"))
+    text = "\n".join(p.text for p in document.paragraphs)
+    # shown as text, as on the page
+    assert "<script>alert(2)</script>" in text and "Request: <b>request</b> **not bold**" in text
+    text, links = pdf_text_and_links(exports.report_pdf(markdown, meta))
     assert links == ["https://a.example/x"]
+    assert "<script>alert(2)</script>" in text and "Request: <b>request</b> **not bold**" in text
+
+
+def annotations(content: bytes) -> list[list[tuple[str, float]]]:
+    """Each page's link annotations: (URI, width in pt)."""
+    pages = []
+    for page in PdfReader(io.BytesIO(content)).pages:
+        links = [annotation.get_object() for annotation in page.get("/Annots", [])]
+        pages.append([(link["/A"]["/URI"], float(link["/Rect"][2]) - float(link["/Rect"][0])) for link in links])
+    return pages
+
+
+def save_png(content: bytes, name: str, page: int = 0) -> Path:
+    """One page of the PDF as a PNG under test-artifacts/exports/, to look at how it is typeset."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    document = pypdfium2.PdfDocument(content)
+    try:
+        image = document[page].render(scale=1.6).to_pil()
+    finally:
+        document.close()
+    path = ARTIFACTS / name
+    image.save(path)
+    assert image.size[0] > 900 and image.convert("L").getextrema()[0] < 60  # a page, with dark text on it
+    return path
+
+
+def test_pdf_gives_each_adjacent_citation_its_own_link() -> None:
+    # given a sentence with three adjacent citations, as the report writes them
+    urls = ["https://a.example/one", "https://b.example/two", "https://c.example/three"]
+    cited = "".join(f"[[{n}]]({url})" for n, url in enumerate(urls, start=1))
+    markdown = f"# Cold-climate heat pumps\n\nHeat pumps work in the cold. {cited}\n"
+    # when it is exported, then each marker is a link annotation of its own, to its own source, in order
+    pages = annotations(exports.report_pdf(markdown, META))
+    assert [url for url, _ in pages[0]] == urls
+    assert all(width < 20 for _, width in pages[0])  # a marker wide, not one link over all three
+
+
+def test_pdf_has_a_title_block_and_page_n_of_m_on_every_page(api, user) -> None:
+    # given a long report
+    research = Research.objects.create(owner=user, prompt=PROMPT, title="t", status=ResearchStatus.COMPLETED)
+    document = Document.objects.create(
+        research=research, kind=DocumentKind.REPORT, markdown=rendered(repeat=40), version=1
+    )
+    content = api.get(f"/api/research/{research.pk}/report.pdf").content
+    reader = PdfReader(io.BytesIO(content))
+    total = len(reader.pages)
+    assert total > 2
+    texts = [page.extract_text() for page in reader.pages]
+    # then page 1 opens with the title, the date the report was written and the request
+    written = exports.written_on(document.created_at)
+    assert texts[0].startswith("Cold-climate heat pumps") and f"Written {written}" in texts[0]
+    assert f"Request: {PROMPT}" in " ".join(texts[0].split())
+    # and every page says which it is, the pages after the first under a running header with the title
+    for number, text in enumerate(texts, start=1):
+        assert f"Page {number} of {total}" in text
+        assert number == 1 or ("Cold-climate heat pumps" in text and written in text)
+    assert reader.metadata.title == "Cold-climate heat pumps" and reader.metadata.author == "deep research"
+    # and every citation is one link annotation: as many on a page as markers printed on it (sources: one per line)
+    for page, text in zip(annotations(content)[:-1], texts[:-1], strict=True):
+        assert len(page) == len(re.findall(r"\[\d\]", text))
+    save_png(content, "long-report-page-2.png", page=1)
+
+
+def test_pdf_first_page_looks_typeset(api, finished) -> None:
+    content = api.get(f"/api/research/{finished.pk}/report.pdf").content
+    path = save_png(content, "report-page-1.png")
+    assert path.stat().st_size > 10_000
+
+
+def test_docx_is_a4_with_its_own_properties_real_lists_and_page_numbers(api, finished) -> None:
+    markdown = rendered() + "\n## Steps\n\n1. Survey the house\n2. Size the pump\n\n- a bullet\n- another\n"
+    Document.objects.filter(research=finished).update(markdown=markdown)
+    written = Document.objects.get(research=finished).created_at
+    document, _ = docx_of(api.get(f"/api/research/{finished.pk}/report.docx").content)
+    # A4 with the PDF's margins
+    section = document.sections[0]
+    assert abs(section.page_width - Mm(210)) < Mm(1) and abs(section.page_height - Mm(297)) < Mm(1)
+    assert abs(section.left_margin - Mm(24)) < Mm(1) and abs(section.right_margin - Mm(24)) < Mm(1)
+    # its properties are the report's, none python-docx's template left
+    properties = document.core_properties
+    assert properties.title == "Cold-climate heat pumps" and properties.subject == PROMPT == properties.comments
+    assert properties.author == "deep research" and properties.revision == 1
+    assert properties.created.year != 2013 and abs((properties.created - written).total_seconds()) < 1
+    assert "python-docx" not in document.part.package.core_properties._element.xml
+    # the title block: title, date, request
+    assert [p.text for p in document.paragraphs[:3]] == [
+        "Cold-climate heat pumps",
+        f"Written {exports.written_on(written)}",
+        f"Request: {PROMPT}",
+    ]
+    # lists are Word's numbered and bulleted lists, numbered by Word, each numbered list from 1
+    items = [(p.style.name, p.text) for p in document.paragraphs if p.style.name.startswith("List")]
+    assert ("List Number", "Survey the house") in items and ("List Bullet", "a bullet") in items
+    assert not any(re.match(r"\d+\. ", text) for _, text in items)
+    numbered = [p for p in document.paragraphs if p.style.name == "List Number"]
+    num_ids = {p._p.pPr.numPr.numId.val for p in numbered}
+    assert len(num_ids) == 2  # the sources and the steps: two lists, each restarting at 1
+    # every page's footer counts the pages with Word's PAGE and NUMPAGES fields
+    for footer in (section.footer, section.first_page_footer):
+        assert "PAGE" in footer._element.xml and "NUMPAGES" in footer._element.xml
+        assert footer.paragraphs[0].text.startswith("Page ")
+
+
+def test_markdown_download_is_named_after_the_title(api, finished) -> None:
+    response = api.get(f"/api/research/{finished.pk}/report.md")
+    assert response.status_code == 200 and response.content.decode().startswith("# Cold-climate heat pumps")
+    assert response["Content-Disposition"] == (
+        "attachment; filename=\"cold-climate-heat-pumps.md\"; filename*=UTF-8''cold-climate-heat-pumps.md"
+    )
+    versioned = api.get(f"/api/research/{finished.pk}/report.md?version=1")
+    assert 'filename="cold-climate-heat-pumps-v1.md"' in versioned["Content-Disposition"]
+    # the error output keeps its own name
+    assert api.get(f"/api/research/{finished.pk}/error-output.md").status_code == 404

@@ -213,8 +213,11 @@ def reader_links(request: HttpRequest, markdown: str) -> str:
     return public_links(markdown, request.build_absolute_uri("/"))
 
 
-def _document(request: HttpRequest, research_id: str, kind: str, filename: str, html: bool = False) -> HttpResponse:
-    """The research's report or error output: its markdown, or as sanitised HTML for the report view to insert."""
+def _document(
+    request: HttpRequest, research_id: str, kind: str, filename: str, html: bool = False, titled: bool = False
+) -> HttpResponse:
+    """The research's report or error output: its markdown, or as sanitised HTML for the report view to insert.
+    `titled`: the download is named after the report's title, as the PDF and Word exports are."""
     research = own_research(request, research_id)
     document = _version(Document.objects.filter(research=research, kind=kind), request).order_by("-version").first()
     if document is None:
@@ -225,13 +228,18 @@ def _document(request: HttpRequest, research_id: str, kind: str, filename: str, 
         response["Cache-Control"] = "private, no-cache"
         return response
     response = HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
-    response["Content-Disposition"] = f'inline; filename="{filename}"'
+    if titled:
+        title = report_title(document.markdown) or research.title or "Research report"
+        version = document.version if request.GET.get("version") is not None else None
+        response["Content-Disposition"] = exports.content_disposition(title, "md", version)
+    else:
+        response["Content-Disposition"] = f'inline; filename="{filename}"'
     return response
 
 
 @api_view("GET")
 def report_md(request: HttpRequest, research_id: str) -> HttpResponse:
-    return _document(request, research_id, DocumentKind.REPORT, "report.md")
+    return _document(request, research_id, DocumentKind.REPORT, "report.md", titled=True)
 
 
 @api_view("GET")
@@ -313,7 +321,8 @@ def _export(request: HttpRequest, research_id: str, extension: str, content_type
     if document is None:
         raise ApiError(404, f"this research has no report.{extension} (yet)")
     title = report_title(document.markdown) or research.title or "Research report"
-    response = HttpResponse(build(reader_links(request, document.markdown), title), content_type=content_type)
+    meta = exports.ExportMeta(title, research.prompt, document.created_at, document.version)
+    response = HttpResponse(build(reader_links(request, document.markdown), meta), content_type=content_type)
     version = document.version if request.GET.get("version") is not None else None
     response["Content-Disposition"] = exports.content_disposition(title, extension, version)
     response["Cache-Control"] = "private, no-cache"

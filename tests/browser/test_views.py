@@ -116,10 +116,10 @@ def test_report_view_renders_the_report_with_citation_links(daphne, open_page, u
     assert source.url == fake_web.page_url("report-source-one")
     assert source.title() == "Report Source One"
     assert source.evaluate("window.opener") is None
-    # the markdown downloads as report.md
+    # the markdown downloads named after the report's title, as the PDF and Word exports are
     with page.expect_download() as download:
         page.click("#download-report")
-    assert download.value.suggested_filename == "report.md"
+    assert download.value.suggested_filename == "heat-pumps-in-nordic-winters.md"
     assert Path(download.value.path()).read_text().startswith("# Heat pumps in Nordic winters")
     # the live log is one click away and holds the whole history
     page.click("#tab-log")
