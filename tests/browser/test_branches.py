@@ -3,12 +3,16 @@ the live snapshot updates them."""
 
 import pytest
 import redis
+from django.utils import timezone
 from playwright.sync_api import expect
 
-from research.models import Event, QueryStatus, Research, SerpQuery, Website
+from research.events import record_event
+from research.models import Document, DocumentKind, Event, MemoryKind, QueryStatus, Research, SerpQuery, Website
 from tests.support.e2e import settle
 from tests.support.factories import running_research
 from tests.support.logins import sign_in
+from tests.support.seed import seed_research
+from workers.pipeline.memory import NewItem, store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,3 +79,37 @@ def test_cancel_then_retry_a_query_from_the_live_log(daphne, open_page, user, no
     assert query.retries == 1 and query.status != QueryStatus.CANCELLED
     assert Event.objects.filter(research=research, type__in=["query_cancelled", "query_retried"]).count() == 2
     assert not watched.errors
+
+
+def test_retry_after_completion_keeps_the_report_the_memory_and_both_versions(
+    daphne, open_page, user, no_queued_steps
+) -> None:
+    # given alice's completed research with its report, its memory, and a query that failed
+    research = seed_research(user, "Heat pumps in Nordic winters", "completed", report=True)
+    website = Website.objects.filter(research=research, status="analyzed").first()
+    store(research.pk, website.query_id, [NewItem(MemoryKind.INSIGHT, "Output falls by a third.", [website.pk])], [])
+    failed = SerpQuery.objects.filter(research=research, depth=2).first()
+    SerpQuery.objects.filter(pk=failed.pk).update(status=QueryStatus.FAILED, error="search failed")
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    expect(page.locator("#report-body h1")).to_have_text("Heat pumps in Nordic winters")
+    # when she retries the failed query, from the live log
+    page.click("#tab-log")
+    page.locator(f"li.q[data-query-id='{failed.pk}'] .q-retry").click()
+    expect(page.locator("#events li.event[data-type=query_retried]")).to_have_count(1)
+    assert Research.objects.get(pk=research.pk).report_version == 2
+    # and the research writes its second report (as the workers would, and its event is pushed)
+    Document.objects.create(
+        research=research, kind=DocumentKind.REPORT, version=2, markdown="# Heat pumps, second look\n\nNew text.\n"
+    )
+    Research.objects.filter(pk=research.pk).update(status="completed", finished_at=timezone.now())
+    record_event(research.pk, "report_writing_successful", {"citations": 0, "sources_cited": 0})
+    # then the page shows the new report, offers the first version, and keeps its memory; no script failed
+    expect(page.locator("#report-body h1")).to_have_text("Heat pumps, second look")
+    earlier = page.locator("#report-versions a")
+    expect(earlier).to_have_text(["version 1"])
+    assert earlier.get_attribute("href") == f"/api/research/{research.pk}/report.md?version=1"
+    expect(page.locator("#memory .memory-insights li")).to_have_count(1)
+    expect(page.locator("#memory")).to_be_visible()
+    assert watched.errors == []

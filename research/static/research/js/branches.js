@@ -1,5 +1,5 @@
 // Cancel or retry one branch of the query tree, and the list of a research's report versions.
-import { api, h, show } from "./dom.js";
+import { api, appLink, h, show } from "./dom.js";
 
 const UNFINISHED = new Set(["pending", "searching", "scraping"]);
 const RETRYABLE = new Set(["failed", "cancelled"]);
@@ -42,10 +42,8 @@ export function renderReportVersions(container, snapshot) {
   const items = versions
     .filter((v) => v.version !== latest)
     .map((v) =>
-      h("a", {
-        href: `/api/research/${id}/report.md?version=${v.version}`,
+      appLink(`/api/research/${id}/report.md?version=${v.version}`, `version ${v.version}`, {
         download: `report-v${v.version}.md`,
-        text: `version ${v.version}`,
       }),
     );
   container.replaceChildren(

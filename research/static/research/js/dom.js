@@ -40,6 +40,15 @@ export function link(url, text, props = {}) {
   return el;
 }
 
+// A link to a path of this app (a download, another page): same origin, same tab; anything but a path is text.
+export function appLink(path, text, props = {}) {
+  const value = String(path);
+  if (!value.startsWith("/") || value.startsWith("//")) return h("span", props, text);
+  const el = h("a", props, text);
+  el.setAttribute("href", value);
+  return el;
+}
+
 // Server-sanitised HTML (research/rendering.py) into `container`. DOMParser builds an inert document (no
 // scripts run, nothing loads); links are re-checked here as a second line of defence.
 export function setSanitisedHtml(container, html) {
