@@ -205,6 +205,8 @@ def report_prompt_tokens(research: Research, cap: int | None = None) -> int:
 
 
 REASON_WORDS = {SECONDS: "time budget", TOKENS: "token budget", USD: "dollar budget"}
+# Not a budget: a cancelled research whose user asked for the report of what it found (research/services.py).
+CANCELLED = "cancelled"
 
 
 def describe(reason: str, research: Research) -> str:

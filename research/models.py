@@ -369,6 +369,7 @@ class EventType(models.TextChoices):
     QUERY_EVALUATED = "query_evaluated"
     MEMORY_UPDATED = "memory_updated"
     RESEARCH_EVALUATED = "research_evaluated"
+    REPORT_REQUESTED = "report_requested"
 
 
 class Event(models.Model):

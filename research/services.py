@@ -7,6 +7,7 @@ are a step of their own on the workers (workers/pipeline/followups.py), queued f
 """
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -15,9 +16,21 @@ from django.db import transaction
 from django.utils import timezone
 
 from research import budgets, dispatch
+from research.dispatch import QUEUED
 from research.events import record_event
 from research.lifecycle import cancel_research
-from research.models import ACTIVE_STATUSES, EventType, FollowUpQuestion, Research, ResearchMode, ResearchStatus
+from research.models import (
+    ACTIVE_STATUSES,
+    Document,
+    DocumentKind,
+    EventType,
+    Extract,
+    FollowUpQuestion,
+    Research,
+    ResearchMode,
+    ResearchStatus,
+)
+from research.transactions import research_transaction
 
 
 class ServiceError(Exception):
@@ -42,6 +55,10 @@ class NotStartable(ServiceError):
 
 class NotCancellable(ServiceError):
     pass
+
+
+class NothingToReport(ServiceError):
+    """Only a cancelled research that analysed something and has no report writes one from what it found."""
 
 
 def make_title(prompt: str, limit: int = 90) -> str:
@@ -208,6 +225,74 @@ def cancel(research: Research) -> None:
     if not cancel_research(research.pk):
         research.refresh_from_db(fields=["status"])
         raise NotCancellable(f"research is {research.status} and cannot be cancelled")
+
+
+TITLE_MAX_CHARS = 200
+
+
+class StillRunning(ServiceError):
+    """A research that is queued, running or writing its report is cancelled before it is deleted."""
+
+
+def rename(research: Research, title: str) -> Research:
+    """Give the research a title of its user's choosing (the report keeps the title it was written with)."""
+    title = " ".join(title.split())
+    if not title:
+        raise InvalidInput("must not be empty", "title")
+    if len(title) > TITLE_MAX_CHARS:
+        raise InvalidInput(f"must be at most {TITLE_MAX_CHARS} characters", "title")
+    Research.objects.filter(pk=research.pk).update(title=title)
+    research.refresh_from_db()
+    return research
+
+
+def delete(research: Research) -> None:
+    """Delete a research that is not under way, with everything it holds (its tree, events and reports)."""
+    with research_transaction(research.pk):
+        deleted, _ = Research.objects.filter(pk=research.pk).exclude(status__in=ACTIVE_STATUSES).delete()
+    if not deleted:
+        raise StillRunning("research is under way: cancel it first")
+
+
+def expire_drafts(older_than: timedelta) -> int:
+    """Delete the drafts never started (follow-up questions asked, then left) made more than `older_than` ago;
+    returns how many went."""
+    stale = Research.objects.filter(
+        status__in=(ResearchStatus.DRAFT, ResearchStatus.AWAITING_ANSWERS), created_at__lt=timezone.now() - older_than
+    )
+    ids = list(stale.values_list("pk", flat=True)[:500])
+    if not ids:
+        return 0
+    # Conditional again: a draft started meanwhile is kept.
+    stale.filter(pk__in=ids).delete()
+    return len(ids) - Research.objects.filter(pk__in=ids).count()
+
+
+def report_what_was_found(research: Research) -> None:
+    """Write the report of a cancelled research from what it analysed before the cancel: like a budget stop, the
+    research is partial (stop_reason "cancelled"), nothing new is searched, and the report says it is partial."""
+    with research_transaction(research.pk):
+        locked = Research.objects.select_for_update(no_key=True).get(pk=research.pk)
+        if locked.status != ResearchStatus.CANCELLED:
+            raise NothingToReport(f"research is {locked.status}: only a cancelled research is reported this way")
+        if Document.objects.filter(research_id=locked.pk, kind=DocumentKind.REPORT).exists():
+            raise NothingToReport("this research has a report already")
+        if not Extract.objects.filter(research_id=locked.pk).exists():
+            raise NothingToReport("nothing was analysed before the cancel: there is nothing to report")
+        # Every query is settled (the cancel stopped the rest), so the report step finds the tree finished.
+        Research.objects.filter(pk=locked.pk).update(
+            status=ResearchStatus.RUNNING,
+            partial=True,
+            stop_reason=budgets.CANCELLED,
+            pending_queries=0,
+            finished_at=None,
+            error="",
+            attempts=0,
+            claimed_at=timezone.now(),
+            claimed_by=QUEUED,
+        )
+        record_event(locked.pk, EventType.REPORT_REQUESTED, {"by": "user", "was": ResearchStatus.CANCELLED})
+        dispatch.queue_on_commit(dispatch.REPORT, str(locked.pk))
 
 
 def default_engine() -> str:

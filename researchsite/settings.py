@@ -292,6 +292,8 @@ LLM_CALL_DEADLINE = env_float("LLM_CALL_DEADLINE", 300.0, minimum=1.0)
 # Seconds the follow-up questions request waits for a worker to write them; past that it answers 202 and the
 # questions arrive in the snapshot and over the websocket (the model call itself has LLM_CALL_DEADLINE).
 QUESTIONS_WAIT_SECONDS = env_float("QUESTIONS_WAIT_SECONDS", 20.0, minimum=0.0)
+# Hours a research whose follow-up questions were asked but which was never started is kept (the sweeper deletes it).
+DRAFT_MAX_AGE_HOURS = env_int("DRAFT_MAX_AGE_HOURS", 72, minimum=1)
 
 # host:port reaches the endpoint on every hop; host:port/path/ only under that path, and only as the URL a fetch
 # starts from, never through a redirect (workers/clients/fetch.py). The web app's own endpoint is only ever

@@ -24,6 +24,7 @@ api_patterns = [
     path("research/<str:research_id>/report.pdf", api.report_pdf, name="research-report-pdf"),
     path("research/<str:research_id>/report.docx", api.report_docx, name="research-report-docx"),
     path("research/<str:research_id>/cancel", api.cancel, name="research-cancel"),
+    path("research/<str:research_id>/report", api.report_found, name="research-report-found"),
     path("research/<str:research_id>/queries/<int:query_id>/cancel", api.query_cancel, name="query-cancel"),
     path("research/<str:research_id>/queries/<int:query_id>/retry", api.query_retry, name="query-retry"),
 ]

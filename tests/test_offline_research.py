@@ -165,15 +165,21 @@ def test_offline_research_over_a_folder_of_mixed_files(offline, user, tmp_path: 
     assert "seasonal performance factor" in markdown
 
 
-def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path, monkeypatch) -> None:
-    # given the demo's collection: the standard library's documentation, rendered by pydoc
+def demo_collection(folder: Path):
+    """The demo's collection, the standard library's documentation rendered by pydoc, indexed; its module."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import build_demo_collection as demo
     finally:
         sys.path.remove(str(ROOT / "scripts"))
-    demo.build(tmp_path)
-    call_command("index_documents", str(tmp_path), "--replace", stdout=io.StringIO())
+    demo.build(folder)
+    call_command("index_documents", str(folder), "--replace", stdout=io.StringIO())
+    return demo
+
+
+def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path, monkeypatch) -> None:
+    # given the demo's collection: the standard library's documentation, rendered by pydoc
+    demo = demo_collection(tmp_path)
     assert_scraped_as_indexed(offline.daphne)
     # when
     research = offline.run(user, demo.DEMO_PROMPT, breadth=3, depth=2)
@@ -184,12 +190,43 @@ def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path, 
     headings = re.findall(r"^## (.+)$", markdown, re.MULTILINE)
     assert headings[:4] == ["Summary", "Threads", "Processes", "Asyncio"], headings
     assert len(set(cited_urls(markdown))) >= 8
+    # and its sources bear on the request, so nothing says otherwise
+    stats = Document.objects.get(research=research, kind="report").stats
+    assert stats["relevance"]["verdict"] == "on_topic" and "do not cover this request" not in markdown
     assert_citations_open_an_hour_later(research, user, monkeypatch)
+
+
+def test_an_off_topic_request_over_the_demo_collection_says_the_sources_do_not_cover_it(
+    offline, user, tmp_path: Path
+) -> None:
+    # given the demo's collection (Python's documentation) and the start form's own example question
+    demo_collection(tmp_path)
+    prompt = (
+        "How do air-source heat pumps perform below −20 °C? I know the basics of COP; I want measured field data "
+        "and what limits efficiency."
+    )
+    # when it is researched offline
+    research = offline.run(user, prompt, breadth=2, depth=1)
+    # then the research completes, and its report says first that its sources do not cover the request
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    document = Document.objects.get(research=research, kind="report")
+    note = document.markdown.split("\n\n")[1]
+    assert note.startswith("> **The sources found do not cover this request.**"), document.markdown[:600]
+    assert document.stats["relevance"]["verdict"] == "off_topic"
+    assert document.stats["relevance"]["judged_by"] == "words"
+    assert not {"heat", "pump"} & set(document.stats["relevance"]["terms_found"])
+
+
+def research_base_url(research: Research) -> str:
+    url = Website.objects.filter(research=research).values_list("url", flat=True).first()
+    return url.split("/collection/", 1)[0]
 
 
 def assert_citations_open_an_hour_later(research: Research, user, monkeypatch: pytest.MonkeyPatch) -> None:
     """The report's sources are one per document, and each citation opens that document for its reader an hour
     after the research ended (when every link a worker was given has expired)."""
+    # The web app and the workers share APP_BASE_URL, as in production: the workers here were given daphne's.
+    monkeypatch.setattr(settings, "APP_BASE_URL", research_base_url(research))
     reader = Client()
     reader.force_login(user)
     html = reader.get(f"/api/research/{research.pk}/report.html").content.decode()

@@ -127,3 +127,41 @@ def test_a_section_that_fails_for_good_fails_the_report_and_the_error_output_lis
     assert "1 of 2 sections were written." in error_output
     assert "section “Risks”: the model kept failing" in error_output
     assert not Document.objects.filter(research=research, kind="report").exists()
+
+
+def test_a_report_whose_sources_do_not_answer_the_request_says_so_first(api, workers, research_model) -> None:
+    # given a model whose outline judges that the findings are about something else than the request
+    research_model.sources_answer = "no"
+    # when
+    research = wait_finished(start_research(api, 2, 1))
+    # then the research completes, its report opens with the verdict, and the stats carry it for the page
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    document = Document.objects.get(research=research, kind="report")
+    title, note = document.markdown.split("\n\n")[:2]
+    assert title.startswith("# ") and note.startswith("> **The sources found do not cover this request.**")
+    assert "the report writer judged that they do not answer it" in note
+    assert document.stats["relevance"]["verdict"] == "off_topic"
+    assert document.stats["relevance"]["judged_by"] == "model"
+    assert build_snapshot(research.pk)["report"]["stats"]["relevance"]["verdict"] == "off_topic"
+
+
+def test_a_model_that_gives_no_verdict_is_judged_by_the_words(api, workers, research_model) -> None:
+    # given a model that leaves the verdict out, and searches for other things than the request asks
+    # ("topic 1.1", whose pages never name heat pumps)
+    research_model.sources_answer = None
+    off = wait_finished(start_research(api, 2, 1))
+    # and the same model searching for what the request asks
+    research_model.top_names = ["heat pumps in cold climates", "cold climate heat pump performance"]
+    on = wait_finished(start_research(api, 2, 1))
+    # then the words decide: the first report says its sources do not cover the request, the second does not
+    reports = {}
+    for research in (off, on):
+        assert research.status == ResearchStatus.COMPLETED, research.error
+        reports[research.pk] = Document.objects.get(research=research, kind="report")
+    off_stats, on_stats = reports[off.pk].stats["relevance"], reports[on.pk].stats["relevance"]
+    assert off_stats["judged_by"] == on_stats["judged_by"] == "words"
+    assert off_stats["terms"] == on_stats["terms"] == ["heat", "pump", "perform", "cold", "climate"]
+    assert (off_stats["verdict"], off_stats["terms_found"]) == ("off_topic", [])
+    assert "their findings name none of what it asks about" in reports[off.pk].markdown.split("\n\n")[1]
+    assert on_stats["verdict"] == "on_topic" and {"heat", "pump", "cold", "climate"} <= set(on_stats["terms_found"])
+    assert "do not cover this request" not in reports[on.pk].markdown

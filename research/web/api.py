@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from research import branches, quotas, services
@@ -42,6 +42,10 @@ from workers.pipeline.citations import report_title
 
 log = logging.getLogger(__name__)
 
+# The library's search: at most this many characters, of which the first words are matched.
+MAX_SEARCH_CHARS = 200
+MAX_SEARCH_WORDS = 8
+
 # How often the questions request looks for its questions while it waits: one primary-key read each time.
 QUESTIONS_POLL_SECONDS = 0.1
 
@@ -51,6 +55,8 @@ SERVICE_ERROR_STATUS = {
     services.InvalidInput: 400,
     services.NotStartable: 409,
     services.NotCancellable: 409,
+    services.NothingToReport: 409,
+    services.StillRunning: 409,
     services.TooManyActive: 429,
     quotas.Throttled: 429,
     branches.QueryNotFound: 404,
@@ -187,13 +193,28 @@ def _questions_with_answers(data: dict[str, Any]) -> list[tuple[str, str]]:
 
 @api_view("GET")
 def research_list(request: HttpRequest) -> HttpResponse:
-    rows = Research.objects.filter(owner=request.user).order_by("-created_at")[:500]
-    return JsonResponse({"researches": [research_summary(r) for r in rows]})
+    """The user's researches, newest first; `?q=` keeps those whose title or request holds every word of it."""
+    rows = Research.objects.filter(owner=request.user)
+    query = clean_text(request.GET.get("q", ""), "q", MAX_SEARCH_CHARS)
+    for word in query.split()[:MAX_SEARCH_WORDS]:
+        rows = rows.filter(Q(title__icontains=word) | Q(prompt__icontains=word))
+    return JsonResponse({"researches": [research_summary(r) for r in rows.order_by("-created_at")[:500]]})
 
 
-@api_view("GET")
+@api_view("GET", "PATCH", "DELETE")
 def research_detail(request: HttpRequest, research_id: str) -> HttpResponse:
+    """The research's snapshot; PATCH {"title"} renames it; DELETE deletes it (once it is not under way)."""
     research = own_research(request, research_id)
+    if request.method == "PATCH":
+        body = json_body(request)
+        unknown = set(body) - {"title"}
+        if unknown:
+            raise ApiError(400, f"unknown field: {sorted(unknown)[0]}", sorted(unknown)[0])
+        research = services.rename(research, text_field(body, "title", services.TITLE_MAX_CHARS))
+        return JsonResponse(research_summary(research))
+    if request.method == "DELETE":
+        services.delete(research)
+        return HttpResponse(status=204)
     return JsonResponse(build_snapshot(research.pk))
 
 
@@ -278,6 +299,15 @@ def cancel(request: HttpRequest, research_id: str) -> HttpResponse:
     research = own_research(request, research_id)
     services.cancel(research)
     return JsonResponse({"research_id": str(research.pk), "status": ResearchStatus.CANCELLED})
+
+
+@api_view("POST")
+@quotas.spends_money
+def report_found(request: HttpRequest, research_id: str) -> HttpResponse:
+    """A cancelled research's report, written from what it analysed before the cancel (a partial report)."""
+    research = own_research(request, research_id)
+    services.report_what_was_found(research)
+    return JsonResponse({"research_id": str(research.pk), "status": ResearchStatus.RUNNING}, status=202)
 
 
 # --- Branches: cancel or retry one query and its subtree (research/branches.py) ---

@@ -57,6 +57,8 @@ class ResearchModel:
     top_names: list[str] = field(default_factory=list)
     fabricate: bool = False
     facts_per_page: int = 2
+    # The outline's verdict on whether the findings answer the request (None: the model leaves it out).
+    sources_answer: str | None = "yes"
     # (depth, round) -> a branch's overall score; rounds done -> the research's.
     branch_score: Callable[[int, int], float] = lambda depth, round_: 6
     research_score: Callable[[int], float] = lambda rounds: 6
@@ -172,7 +174,10 @@ class ResearchModel:
         ]
         if self.fabricate and sections:
             sections[0]["findings"].append(999_999)
-        return {"title": report["title"], "summary": report["summary"], "sections": sections}
+        outline = {"title": report["title"], "summary": report["summary"], "sections": sections}
+        if self.sources_answer is not None:
+            outline["sources_answer_request"] = self.sources_answer
+        return outline
 
     def section(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         text = _user_text(body)

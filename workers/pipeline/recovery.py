@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from research import budgets, dispatch
+from research import budgets, dispatch, services
 from research.dispatch import SWEEPER, WAITING
 from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, stop_unfinished
 from research.models import (
@@ -113,6 +113,7 @@ def sweep() -> dict[str, int]:
         _stop_ended,
         _check_budgets,
         _drafts,
+        _expired_drafts,
         _queued,
         _top_planning,
         _reports,
@@ -185,6 +186,13 @@ def _drafts(state: Sweep) -> None:
             f"no follow-up questions after {research.attempts} attempts",
             status=ResearchStatus.DRAFT,
         )
+
+
+def _expired_drafts(state: Sweep) -> None:
+    """Drafts never started, older than DRAFT_MAX_AGE_HOURS: deleted, so the library keeps what was researched."""
+    deleted = services.expire_drafts(timedelta(hours=settings.DRAFT_MAX_AGE_HOURS))
+    if deleted:
+        state.done["drafts_expired"] += deleted
 
 
 def _queued(state: Sweep) -> None:

@@ -42,7 +42,7 @@ from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.clients import model_window
 from workers.clients.llm import charged_to
-from workers.pipeline import heartbeat
+from workers.pipeline import heartbeat, relevance
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.locks import claim_owner, claimable, worker_name
@@ -133,9 +133,10 @@ def _plan(research_id: str) -> None:
             ).exists():
                 return  # cancelled or failed while the outline was planned
             if not sections.exists():  # a delivery whose lease ran out may have planned it meanwhile
-                Research.objects.filter(pk=research_id).update(
-                    report_outline={"title": outline.get("title", ""), "summary": outline.get("summary", [])}
-                )
+                kept = {"title": outline.get("title", ""), "summary": outline.get("summary", [])}
+                if outline.get("sources_answer_request") in ("yes", "partly", "no"):
+                    kept["sources_answer_request"] = outline["sources_answer_request"]
+                Research.objects.filter(pk=research_id).update(report_outline=kept)
                 ReportSection.objects.bulk_create(
                     ReportSection(
                         research_id=research_id,
@@ -331,6 +332,12 @@ def _write(research_id: str) -> None:
     if research.partial:
         markdown = _partial_note(markdown, research, len(sources))
         stats["stop_reason"] = research.stop_reason
+    # Last, so that it is the first thing read: sources that do not bear on the request.
+    found = _relevance(research)
+    if found is not None:
+        stats["relevance"] = found.as_stats()
+        if found.verdict == relevance.OFF_TOPIC:
+            markdown = _note_under_title(markdown, relevance.off_topic_note(found, len(sources)))
     # The renderer admits no link to a page that was not analysed; should one slip through, it goes, not the report.
     analysed = [source.url for source in sources] + [url for note in memory for url, _ in note.pages]
     markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, analysed)
@@ -370,24 +377,43 @@ def _complete(research_id: str, title: str) -> None:
     )
 
 
+def _relevance(research: Research) -> relevance.Relevance | None:
+    """Whether the findings bear on the request (workers/pipeline/relevance.py); the writer's verdict, when it
+    gave one with the outline, settles it."""
+    rows = Extract.objects.filter(research_id=research.pk).values_list("fact", "quote", "website__title")
+    findings, titles = [], set()
+    for fact, quote, title in rows.iterator(chunk_size=2000):
+        findings.append(f"{fact} {quote}")
+        titles.add(title)
+    said = (research.report_outline or {}).get("sources_answer_request")
+    model_says = None if said not in ("yes", "partly", "no") else said != "no"
+    return relevance.assess(research.prompt, findings, titles, model_says)
+
+
+def _note_under_title(markdown: str, note: str) -> str:
+    title, _, rest = markdown.partition("\n")
+    return f"{title}\n\n{note}\n{rest}"
+
+
 def _offline_note(markdown: str) -> str:
     """Say plainly, under the title, that no language model wrote this report."""
     where = "the local document collection" if settings.SEARCH_PROVIDERS == ["local"] else "the pages it found"
-    title, _, rest = markdown.partition("\n")
     note = (
         f"> Offline research: written by the extractive engine, without a language model, from {where}. "
         "Every sentence below is a sentence of the document it cites."
     )
-    return f"{title}\n\n{note}\n{rest}"
+    return _note_under_title(markdown, note)
 
 
 def _partial_note(markdown: str, research: Research, pages: int) -> str:
     """Say first, under the title, that a budget cut the research short, and what the report covers."""
-    title, _, rest = markdown.partition("\n")
     covers = "the page" if pages == 1 else f"the {pages:,} pages"
+    if research.stop_reason == budgets.CANCELLED:
+        note = f"> Partial report: the research was cancelled; it covers {covers} analysed by then."
+        return _note_under_title(markdown, note)
     budget = budgets.describe(research.stop_reason, research)
     note = f"> Partial report: the research stopped when it reached its {budget}; it covers {covers} analysed by then."
-    return f"{title}\n\n{note}\n{rest}"
+    return _note_under_title(markdown, note)
 
 
 def report_failed(research_id: str, error: BaseException) -> None:

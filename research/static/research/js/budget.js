@@ -42,9 +42,14 @@ export function formatCost(usage) {
   return `$${cost.toFixed(cost < 1 ? 4 : 2)}`;
 }
 
-// The banner of a research a budget stopped, or "" for any other.
+// The banner of a research a budget stopped (or cancelled, then reported on request), or "" for any other.
 export function partialText(research) {
   if (!research.partial) return "";
+  if (research.stop_reason === "cancelled") {
+    return research.status === "completed"
+      ? "Partial report — the research was cancelled; it covers what was analysed by then."
+      : "Cancelled: the report is written from the pages analysed before the cancel.";
+  }
   const why = REASONS[research.stop_reason] || "budget";
   return research.status === "completed"
     ? `Partial report — stopped at its ${why}.`

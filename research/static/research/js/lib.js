@@ -181,6 +181,8 @@ export function describeEvent(event) {
       return { tone: "fail", text: `Research failed: ${reason(d.reason)}`, detail: d.error || "" };
     case "research_cancelled":
       return { tone: "fail", text: "Research cancelled" };
+    case "report_requested":
+      return { tone: "work", text: "Writing a report from what was found before the cancel" };
     case "query_cancelled":
       return { tone: "fail", text: `Branch cancelled: ${d.query ?? ""}`, detail: `${plural((d.cancelled || []).length, "query", "queries")} stopped` };
     case "query_retried":
