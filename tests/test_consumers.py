@@ -1,6 +1,7 @@
 """The websocket consumers through the real ASGI app, the Redis channel layer and PostgreSQL."""
 
 import asyncio
+import json
 import threading
 import time
 import uuid
@@ -320,3 +321,24 @@ async def test_two_clients_get_the_same_pushes(alice, research) -> None:
         got.append([e["seq"] for m in updates for e in m["events"]])
         await communicator.disconnect()
     assert got == [[4, 5, 6], [4, 5, 6]]
+
+
+async def test_a_state_larger_than_a_websocket_message_comes_in_parts(alice, research) -> None:
+    # given a research whose state is larger than daphne sends in one message (a prompt of 400,000 characters,
+    # some of them escaped in JSON, and some beyond the BMP)
+    prompt = ('Glaciers "move" \\ slowly\n\U0001f9ca ' * 12_000)[:400_000]
+    await database_sync_to_async(Research.objects.filter(pk=research.pk).update)(prompt=prompt)
+    communicator, connected = await connect(f"/ws/research/{research.pk}/", alice)
+    assert connected
+    # then the history comes as parts, each under 1 MiB, that join into the whole message
+    parts = []
+    while not parts or len(parts) < parts[0]["count"]:
+        output = await communicator.receive_output(timeout=TIMEOUT)
+        assert len(output["text"].encode()) < 1024 * 1024
+        parts.append(json.loads(output["text"]))
+    assert {part["type"] for part in parts} == {"part"} and len({part["id"] for part in parts}) == 1
+    assert [part["index"] for part in parts] == list(range(parts[0]["count"])) and parts[0]["count"] >= 3
+    message = json.loads("".join(part["text"] for part in parts))
+    assert message["type"] == "history" and message["snapshot"]["research"]["prompt"] == prompt
+    assert [e["seq"] for e in message["events"]] == [1, 2, 3]
+    await communicator.disconnect()

@@ -48,6 +48,20 @@ class _JsonConsumer(AsyncJsonWebsocketConsumer):
     async def encode_json(cls, content: Any) -> str:
         return encode(content)
 
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        """Send a message, in parts where it is larger than a websocket message may be: daphne's server refuses
+        messages over 1 MiB, and the state of a large research (a 10x5's is about 2 MB) is more than that."""
+        text = encode(content)
+        if len(text) <= PART_CHARS:
+            await self.send(text_data=text, close=close)
+            return
+        message_id = uuid.uuid4().hex
+        parts = [text[start : start + PART_CHARS] for start in range(0, len(text), PART_CHARS)]
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            piece = {"type": "part", "id": message_id, "index": index, "count": len(parts), "text": part}
+            await self.send(text_data=encode(piece), close=close and last)
+
     @classmethod
     async def decode_json(cls, text_data: str) -> Any:
         # A malformed message is ignored rather than allowed to crash the consumer (and drop the socket).
@@ -127,6 +141,11 @@ class ResearchConsumer(_JsonConsumer):
     @database_sync_to_async
     def _history(self, after: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         return read_history(self.research_id, after, HISTORY_LIMIT)
+
+
+# Characters of a message sent whole; a longer one goes in parts of this many characters. A part's JSON is at most
+# 6 bytes per character (a control character escaped as \u00XX), so 150,000 stay well under daphne's 1 MiB.
+PART_CHARS = 150_000
 
 
 def encode(content: Any) -> str:

@@ -34,10 +34,19 @@ class Feed {
       this.attempt = 0;
       this.onStatus("live");
     });
+    const parts = new Map(); // a message too large to send whole comes in parts: id → texts received
     ws.addEventListener("message", (message) => {
       let data;
       try {
         data = JSON.parse(message.data);
+        if (data && data.type === "part") {
+          const texts = parts.get(data.id) || [];
+          texts[data.index] = String(data.text);
+          parts.set(data.id, texts);
+          if (texts.filter((text) => text !== undefined).length < data.count) return;
+          parts.delete(data.id);
+          data = JSON.parse(texts.join(""));
+        }
       } catch {
         return;
       }
