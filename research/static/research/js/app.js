@@ -1,4 +1,5 @@
 // The research app: a sidebar, the start flow and one research at a time, routed by /research/<id>/ URLs.
+import { focusHeading, prepareDocument, tabKeys } from "./a11y.js";
 import { ResearchView } from "./research-view.js";
 import { Sidebar } from "./sidebar.js";
 import { StartFlow } from "./start.js";
@@ -49,7 +50,9 @@ function main() {
     },
   });
 
-  function route() {
+  // `moveFocus`: on a change of view (not on the first load, where focus stays at the top of the page so that the
+  // first Tab reaches the skip link), focus goes to the new view's heading instead of being lost with the old view.
+  function route(moveFocus = true) {
     const match = window.location.pathname.match(RESEARCH_PATH);
     const id = match ? match[1].toLowerCase() : null;
     if (id) {
@@ -64,7 +67,7 @@ function main() {
     }
     sidebar.setActive(id);
     setSidebarOpen(false);
-    document.getElementById("main").focus({ preventScroll: true });
+    if (moveFocus) focusHeading(document.getElementById(id ? "r-title" : "new-title"));
   }
 
   function navigate(path) {
@@ -78,12 +81,38 @@ function main() {
     navigate("/");
     document.getElementById("prompt").focus();
   });
-  window.addEventListener("popstate", route);
+  window.addEventListener("popstate", () => route());
+  skipLink(document.getElementById("skip-link"));
+  // The research view's tabs: a click selects one (research-view.js); the keys move between them.
+  tabKeys(researchView.querySelector('[role="tablist"]'), (tab) => tab.click());
+  // The report and the error output, each time the research view puts one in (from the server, as HTML).
+  for (const body of researchView.querySelectorAll("#report-body, #error-body")) {
+    new MutationObserver(() => prepareDocument(body)).observe(body, { childList: true });
+  }
 
   // Old-style links (/#/research/<id>) land on the same view.
   const hash = window.location.hash.match(RESEARCH_HASH);
   if (hash) window.history.replaceState({}, "", `/research/${hash[1]}/`);
-  route();
+  route(false);
+}
+
+// The skip link leads to the report when one is shown (past the header, the tabs and the report's versions), and
+// otherwise to the main content. Its words say which, from the moment it has focus.
+function skipLink(skip) {
+  const report = () => {
+    const panel = document.getElementById("panel-report");
+    if (panel.hidden || panel.closest("[hidden]")) return null;
+    return ["report-body", "report-growth"].map((id) => document.getElementById(id)).find((el) => !el.hidden) || null;
+  };
+  skip.addEventListener("focus", () => {
+    skip.textContent = report() ? "Skip to report" : "Skip to main content";
+  });
+  skip.addEventListener("click", (event) => {
+    event.preventDefault();
+    const target = report() || document.getElementById("main");
+    if (!target.hasAttribute("tabindex")) target.tabIndex = -1;
+    target.focus();
+  });
 }
 
 function summary(research) {

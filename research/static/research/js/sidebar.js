@@ -97,8 +97,9 @@ export class Sidebar {
     return li;
   }
 
-  link(item, className, label, children) {
-    const a = h("a", { class: className, dataset: { id: item.id }, "aria-label": label }, children);
+  // Named by what it shows (no aria-label): a name that differed from the visible words would fail voice control.
+  link(item, className, children) {
+    const a = h("a", { class: className, dataset: { id: item.id } }, children);
     a.href = `/research/${encodeURIComponent(item.id)}/`;
     a.addEventListener("click", (event) => {
       if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
@@ -110,7 +111,7 @@ export class Sidebar {
 
   // A skeleton loader shaped like the report title it will become.
   ongoingLink(item) {
-    return this.link(item, "item item-ongoing", `${statusLabel(item.status)}: ${item.title}`, [
+    return this.link(item, "item item-ongoing", [
       h(
         "span",
         { class: "skeleton", "aria-hidden": "true" },
@@ -128,6 +129,6 @@ export class Sidebar {
 
   pastLink(item) {
     const badge = item.status === "completed" ? null : h("span", { class: `badge badge-${item.status}`, text: statusLabel(item.status) });
-    return this.link(item, "item", item.title, [h("span", { class: "item-title", text: item.title }), badge]);
+    return this.link(item, "item", [h("span", { class: "item-title", text: item.title }), badge]);
   }
 }

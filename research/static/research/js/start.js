@@ -48,7 +48,10 @@ export class StartFlow {
       event.preventDefault();
       this.start();
     });
-    root.querySelector("#back-button").addEventListener("click", () => this.reset(false));
+    root.querySelector("#back-button").addEventListener("click", () => {
+      this.reset(false);
+      this.prompt.focus(); // the Back button is hidden with its form: focus goes where the user is going back to
+    });
     for (const input of [this.breadth, this.depth]) input.addEventListener("input", () => this.updatePlan());
     root.querySelector("#mode").addEventListener("change", () => this.updatePlan());
     root.querySelector("#report-length").addEventListener("change", () => syncReportLength(this.answersForm));
