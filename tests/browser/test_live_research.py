@@ -173,7 +173,7 @@ def test_research_started_in_the_form_runs_live_to_a_cited_report(
 
     # both tabs hold the whole history, in order, exactly once, with times; the same tree, nested as the
     # queries are; and the database's counts
-    database = list(Event.objects.filter(research_id=research_id).order_by("-seq").values_list("seq", flat=True))
+    database = list(Event.objects.filter(research_id=research_id).order_by("seq").values_list("seq", flat=True))
     children = sorted([str(q.pk), str(q.parent_id)] for q in SerpQuery.objects.filter(research_id=research_id, depth=2))
     assert len(children) == 2
     websites = Website.objects.filter(research_id=research_id)

@@ -46,6 +46,6 @@ def test_memory_panel_links_items_to_their_websites_and_updates_live(daphne, ope
     links = contradiction.locator("a.memory-source")
     expect(links).to_have_count(2)
     assert {links.nth(0).get_attribute("href"), links.nth(1).get_attribute("href")} == {first.url, second.url}
-    expect(page.locator("#events li.event").first).to_contain_text("Memory updated: 0 insights, 0 open questions")
+    expect(page.locator("#events li.event").last).to_contain_text("Memory updated: 0 insights, 0 open questions")
     assert MemoryItem.objects.filter(research=research).count() == 3
     assert watched.errors == []

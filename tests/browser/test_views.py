@@ -166,7 +166,7 @@ def test_cancel_stops_a_running_research_and_updates_every_view(daphne, open_pag
     page.click("#cancel-button")
     # the cancellation is recorded, pushed, and shown: status, event, sidebar
     expect(page.locator("#r-status")).to_have_text("Cancelled")
-    expect(page.locator("#events li.event").first).to_have_attribute("data-type", "research_cancelled")
+    expect(page.locator("#events li.event").last).to_have_attribute("data-type", "research_cancelled")
     expect(page.locator("#cancel-button")).to_be_hidden()
     expect(page.locator(f"#group-today a[data-id='{research.pk}']")).to_be_visible()
     expect(page.locator("#group-ongoing")).to_be_hidden()
@@ -243,7 +243,7 @@ def test_live_log_shows_only_the_research_open(daphne, open_page, user) -> None:
     # when an event is recorded on A
     record_event(a.pk, "serp_query_failed", {"query": "isolation probe", "error": "HTTP 503"})
     # then A's log shows it at once, and B's, given a moment more, does not change
-    expect(other.page.locator("#events li.event").first).to_contain_text("isolation probe")
+    expect(other.page.locator("#events li.event").last).to_contain_text("isolation probe")
     page.wait_for_timeout(1000)
     expect(page.locator("#events li.event")).to_have_count(b.last_event_seq)
     assert page.locator("#events").inner_text() == shown
@@ -321,6 +321,11 @@ def test_js_helpers_match_the_spec(daphne, open_page) -> None:
                   .map(lib.webUrl),
           elapsed: [lib.formatElapsed(65000), lib.formatElapsed(3723000)],
           event: lib.describeEvent({ type: "website_failed", data: { url: "https://x.example", reason: "timeout" } }),
+          named: lib.describeEvent({ type: "analyzed_a_website", data: { url: "https://x.example/a?b=1", facts: 1 } },
+                                   (url) => `title of ${url}`).text,
+          section: lib.describeEvent({ type: "report_section_written", data: { position: 2, title: "Costs" } }).text,
+          short: ["http://web:8000/collection/12/1712345678.AbCdEf_signature/", "https://x.example/a/b/?q=1#f",
+                  `https://x.example/${"p".repeat(100)}`].map(lib.shortUrl),
           times: [lib.formatTime(afternoon), lib.formatDateTime(afternoon)],
           sidebar: items.map((item) => lib.sidebarGroup(item, now)),
           newestFirst: [...items].sort(lib.newestFirst).map((item) => item.id),
@@ -332,7 +337,10 @@ def test_js_helpers_match_the_spec(daphne, open_page) -> None:
     assert got["groups"] == ["today", "week", "week", "month", "month", "older"]
     assert got["urls"] == ["https://a.example/x", "http://b.example/", None, None, None]
     assert got["elapsed"] == ["01:05", "1:02:03"]
-    assert got["event"] == {"tone": "fail", "text": "Skipped https://x.example: timeout", "detail": ""}
+    assert got["event"] == {"tone": "fail", "text": "Skipped x.example: timeout", "detail": ""}
+    assert got["named"] == "Analysed title of https://x.example/a?b=1: 1 finding"
+    assert got["section"] == "Report section written: Costs"
+    assert got["short"] == ["web:8000/collection/12", "x.example/a/b", f"x.example/{'p' * 59}…"]
     # one hour cycle (24-hour) for the header's date-time and the events' times
     assert got["times"][0] == "14:41:04"
     assert "14:41" in got["times"][1] and not re.search(r"\b[AP]\.?M\b", got["times"][1], re.IGNORECASE)

@@ -141,9 +141,24 @@ function plural(n, one, many = `${one}s`) {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-// What the live log says about one event: {tone, text, detail}; tone is info, work, ok or fail.
-export function describeEvent(event) {
+// A page as a reader names it: its host and path, without the query, a fragment or a collection link's signature,
+// cut to a readable length ("docs.python.org/3/library/asyncio-task.html").
+export function shortUrl(value) {
+  try {
+    const url = new URL(String(value));
+    const path = url.pathname.replace(/^(\/collection\/\d+\/)[^/]+\/$/, "$1").replace(/\/$/, "");
+    const text = `${url.host}${path}`;
+    return text.length > 70 ? `${text.slice(0, 69)}…` : text;
+  } catch {
+    return String(value || "");
+  }
+}
+
+// What the live log says about one event: {tone, text, detail}; tone is info, work, ok or fail. `page(url)` names
+// a page for the reader (its title once known); the URL's short form by default.
+export function describeEvent(event, page = shortUrl) {
   const d = event.data && typeof event.data === "object" ? event.data : {};
+  const at = (url) => (url ? page(url) : "");
   switch (event.type) {
     case "generating_followups":
       return { tone: "work", text: `Writing ${plural(d.num_questions ?? 0, "follow-up question")}` };
@@ -159,19 +174,21 @@ export function describeEvent(event) {
     case "got_websites_from_serp_query":
       return { tone: "ok", text: `${plural((d.urls || []).length, "website")} found for: ${d.query ?? ""}` };
     case "scraping_a_website":
-      return { tone: "work", text: `${d.reused ? "Reusing the page already fetched" : "Scraping"} ${d.url ?? ""}` };
+      return { tone: "work", text: `${d.reused ? "Reusing the page already fetched:" : "Reading"} ${at(d.url)}` };
     case "analyzing_a_website":
-      return { tone: "work", text: `Analysing ${d.url ?? ""}` };
+      return { tone: "work", text: `Analysing ${at(d.url)}` };
     case "analyzed_a_website": {
       const dropped = d.quotes_dropped ? ` (${plural(d.quotes_dropped, "unverifiable quote")} dropped)` : "";
-      return { tone: "ok", text: `Analysed ${d.url ?? ""}: ${plural(d.facts ?? 0, "fact")}${dropped}` };
+      return { tone: "ok", text: `Analysed ${at(d.url)}: ${plural(d.facts ?? 0, "finding")}${dropped}` };
     }
     case "website_failed":
-      return { tone: "fail", text: `Skipped ${d.url ?? ""}: ${reason(d.reason)}`, detail: d.error || "" };
+      return { tone: "fail", text: `Skipped ${at(d.url)}: ${reason(d.reason)}`, detail: d.error || "" };
     case "serp_query_failed":
       return { tone: "fail", text: `Search failed for: ${d.query ?? ""}`, detail: d.error || "" };
     case "report_writing_start":
       return { tone: "work", text: "Writing the report" };
+    case "report_section_written":
+      return { tone: "ok", text: `Report section written: ${d.title ?? `section ${d.position ?? ""}`}` };
     case "report_writing_successful":
       return {
         tone: "ok",

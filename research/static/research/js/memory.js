@@ -1,50 +1,128 @@
-// The research memory panel: insights, open gaps and contradictions from the snapshot, each linking to the
-// analysed websites it rests on. Rebuilt from each snapshot (a few dozen items at most); text goes in as text.
+// The research memory panel: insights, open gaps and contradictions from the snapshot, each citing the analysed
+// websites it rests on. A long research gathers hundreds of items, so the panel stays compact: folded into one
+// line of counts until opened, a filter over the items' text, and the first ITEMS_SHOWN of each kind until asked
+// for more. The websites are numbered once for the whole panel, so one page keeps one number; each link shows the
+// page's title. It is rebuilt from each snapshot, keeping what the reader opened and typed.
 import { h, link, show } from "./dom.js";
+import { shortUrl } from "./lib.js";
 
 const SECTIONS = [
-  ["insights", "Insights"],
-  ["contradictions", "Contradictions"],
-  ["gaps", "Open questions"],
+  ["insights", "Insights", "insight", "insights"],
+  ["contradictions", "Contradictions", "contradiction", "contradictions"],
+  ["gaps", "Open questions", "open question", "open questions"],
 ];
+const ITEMS_SHOWN = 8;
 
-// Website id → URL, from the snapshot's queries: memory items name websites by id.
-function websiteUrls(snapshot) {
-  const urls = new Map();
+// Website id → {url, title}, from the snapshot's queries: memory items name websites by id.
+function websites(snapshot) {
+  const byId = new Map();
   for (const query of snapshot.queries || []) {
-    for (const website of query.websites || []) urls.set(website.id, website.url);
+    for (const website of query.websites || []) byId.set(website.id, website);
   }
-  return urls;
+  return byId;
 }
 
-function sourceLinks(item, urls) {
-  const known = (item.website_ids || []).filter((id) => urls.has(id));
-  if (!known.length) return null;
-  const links = known.map((id, index) => link(urls.get(id), `[${index + 1}]`, { class: "memory-source", title: urls.get(id) }));
-  return h("span", { class: "memory-sources" }, ...links.flatMap((a, index) => (index ? [" ", a] : [a])));
+function counts(memory) {
+  return SECTIONS.map(([key, , one, many]) => {
+    const n = (memory[key] || []).length;
+    return `${n} ${n === 1 ? one : many}`;
+  }).join(", ");
 }
 
-export function renderMemory(container, snapshot) {
-  const memory = snapshot.memory || { insights: [], gaps: [], contradictions: [] };
-  const total = SECTIONS.reduce((sum, [key]) => sum + (memory[key] || []).length, 0);
-  show(container, total > 0);
-  if (!total) {
-    container.replaceChildren();
-    return;
+export class MemoryPanel {
+  constructor(container) {
+    this.container = container;
+    this.open = false;
+    this.filter = "";
+    this.expanded = new Set(); // kinds shown whole
   }
-  const urls = websiteUrls(snapshot);
-  const blocks = [h("h2", { class: "section-title", id: "memory-title", text: "Research memory" })];
-  for (const [key, title] of SECTIONS) {
-    const items = memory[key] || [];
-    if (!items.length) continue;
-    const list = h(
-      "ul",
-      { class: `memory-list memory-${key}` },
-      ...items.map((item) =>
-        h("li", { class: "memory-item", dataset: { memoryId: String(item.id) } }, h("span", { text: item.text }), " ", sourceLinks(item, urls)),
-      ),
+
+  reset() {
+    this.open = false;
+    this.filter = "";
+    this.expanded.clear();
+  }
+
+  // `growing`: the research is under way, so the panel is shown (folded, "nothing yet") before its first item.
+  render(snapshot, growing = false) {
+    this.growing = growing;
+    const memory = snapshot.memory || { insights: [], gaps: [], contradictions: [] };
+    const total = SECTIONS.reduce((sum, [key]) => sum + (memory[key] || []).length, 0);
+    show(this.container, total > 0 || growing);
+    if (!total) {
+      this.container.replaceChildren(
+        h("div", { class: "memory-details memory-empty" }, h("h2", { class: "section-title", id: "memory-title", text: "Research memory" }), h("span", { class: "memory-counts", text: "nothing yet" })),
+      );
+      return;
+    }
+    const byId = websites(snapshot);
+    const numbers = new Map(); // website id → its number in this panel
+    const cite = (id) => {
+      const website = byId.get(id);
+      if (!numbers.has(id)) numbers.set(id, numbers.size + 1);
+      const name = website.title || shortUrl(website.url);
+      return link(website.url, `[${numbers.get(id)}]`, { class: "memory-source", title: name, "aria-label": `Source ${numbers.get(id)}: ${name}` });
+    };
+    const wanted = this.filter.trim().toLowerCase();
+    const groups = [];
+    for (const [key, title] of SECTIONS) {
+      const items = memory[key] || [];
+      if (!items.length) continue;
+      const matching = wanted ? items.filter((item) => String(item.text).toLowerCase().includes(wanted)) : items;
+      const whole = this.expanded.has(key) || Boolean(wanted);
+      const shown = whole ? matching : matching.slice(0, ITEMS_SHOWN);
+      const list = h(
+        "ul",
+        { class: `memory-list memory-${key}` },
+        ...shown.map((item) => {
+          const known = (item.website_ids || []).filter((id) => byId.has(id));
+          const sources = known.length
+            ? h("span", { class: "memory-sources" }, ...known.flatMap((id, index) => (index ? [" ", cite(id)] : [cite(id)])))
+            : null;
+          return h("li", { class: "memory-item", dataset: { memoryId: String(item.id) } }, h("span", { text: item.text }), " ", sources);
+        }),
+      );
+      const more =
+        matching.length > shown.length
+          ? h("button", {
+              type: "button",
+              class: "button button-small memory-more",
+              text: `Show all ${matching.length}`,
+              onclick: () => {
+                this.expanded.add(key);
+                this.render(snapshot, this.growing);
+              },
+            })
+          : null;
+      const heading = wanted ? `${title} (${matching.length} of ${items.length})` : `${title} (${items.length})`;
+      groups.push(h("section", { class: "memory-group", dataset: { kind: key } }, h("h3", { text: heading }), list, more));
+    }
+    const search = h("input", {
+      type: "search",
+      class: "memory-filter",
+      placeholder: "Filter the memory",
+      "aria-label": "Filter the research memory",
+      value: this.filter,
+    });
+    search.value = this.filter;
+    search.addEventListener("input", () => {
+      this.filter = search.value;
+      const at = search.selectionStart;
+      this.render(snapshot, this.growing);
+      const again = this.container.querySelector(".memory-filter");
+      again.focus();
+      again.setSelectionRange(at, at);
+    });
+    const details = h(
+      "details",
+      { class: "memory-details", open: this.open },
+      h("summary", {}, h("h2", { class: "section-title", id: "memory-title", text: "Research memory" }), h("span", { class: "memory-counts", text: counts(memory) })),
+      search,
+      ...groups,
     );
-    blocks.push(h("section", { class: "memory-group", dataset: { kind: key } }, h("h3", { text: `${title} (${items.length})` }), list));
+    details.addEventListener("toggle", () => {
+      this.open = details.open;
+    });
+    this.container.replaceChildren(details);
   }
-  container.replaceChildren(...blocks);
 }

@@ -9,13 +9,18 @@ import {
   formatElapsed,
   formatTime,
   hostOf,
+  shortUrl,
   statusLabel,
 } from "./lib.js";
 import { queryActions, renderReportVersions, updateQueryActions } from "./branches.js";
 import { ResearchFeed } from "./live.js";
-import { renderMemory } from "./memory.js";
+import { MemoryPanel } from "./memory.js";
 import { ReportGrowth } from "./report-growth.js";
 import { coverageText } from "./coverage.js";
+
+// Queries: a tree this small is shown whole. Events: how many the page holds until earlier ones are asked for.
+const SMALL_TREE = 40;
+const EVENTS_SHOWN = 200;
 
 export class ResearchView {
   constructor(root, { onResume, onStatus }) {
@@ -69,6 +74,7 @@ export class ResearchView {
       });
     }
     this.el.cancel.addEventListener("click", () => this.cancel());
+    this.memory = new MemoryPanel($("#memory"));
     this.feed = null;
     this.id = null;
     window.setInterval(() => this.tick(), 1000);
@@ -82,16 +88,23 @@ export class ResearchView {
     this.eventCount = 0;
     this.queryNodes = new Map();
     this.websiteNodes = new Map();
+    this.expanded = new Set(); // queries whose sub-queries the reader opened
+    this.events = []; // every event received, oldest first; the newest EVENTS_SHOWN are in the page
+    this.eventsShown = EVENTS_SHOWN;
+    this.pageTitles = new Map(); // website URL → its title, to name pages in the events
+    this.memory.reset();
     this.documents = { report: null, error: null };
     this.tabChosen = false;
     this.currentTab = null;
     this.lastStatus = null;
     this.el.title.textContent = "Loading…";
     show(this.el.partial, false);
+    if (this.el.offTopic) show(this.el.offTopic, false);
     this.el.status.textContent = "";
     this.el.status.className = "badge";
     this.el.created.textContent = "";
     this.el.events.replaceChildren();
+    if (this.el.eventsMore) show(this.el.eventsMore, false);
     this.el.tree.replaceChildren();
     show(this.root.querySelector("#memory"), false); // another research's memory must not linger
     this.el.reportBody.replaceChildren();
@@ -153,10 +166,16 @@ export class ResearchView {
     this.snapshot = snapshot;
     const r = snapshot.research;
     this.el.title.textContent = r.title || "Untitled research";
+    for (const query of snapshot.queries) {
+      for (const website of query.websites) if (website.title) this.pageTitles.set(website.url, website.title);
+    }
     document.title = `${r.title} · Deep research`;
     this.el.status.textContent = statusLabel(r.status);
     this.el.status.className = `badge badge-${r.status}`;
-    const started = `Started ${formatDateTime(r.started_at || r.created_at)}`;
+    // A research never started (a draft, one cancelled in the queue) says when it was made, not "Started".
+    const started = r.started_at
+      ? `Started ${formatDateTime(r.started_at)}`
+      : `Created ${formatDateTime(r.created_at)} · not started`;
     const when = r.finished_at ? `${started} · ended ${formatDateTime(r.finished_at)}` : started;
     // Say plainly when no language model was involved.
     const engine = r.engine === "extractive" ? "offline: extractive engine, no language model" : "language model";
@@ -168,15 +187,18 @@ export class ResearchView {
     this.renderTree(snapshot.queries);
     this.renderActions(r, snapshot);
     this.renderDocuments(snapshot);
-    renderMemory(this.root.querySelector("#memory"), snapshot);
+    // While a research runs its memory grows: the panel holds its place from the start, so nothing below jumps.
+    this.memory.render(snapshot, ACTIVE_STATUSES.has(r.status));
     if (this.lastStatus !== r.status) this.onStatus(r);
     this.lastStatus = r.status;
     this.tick();
   }
 
   renderUsage(r) {
-    this.el.tokens.textContent = formatTokens(r.usage);
-    this.el.cost.textContent = formatCost(r.usage);
+    // The extractive engine calls no model: "none" says so, where 0 would read as a count that is not moving.
+    const offline = r.engine === "extractive";
+    this.el.tokens.textContent = offline ? "none (no model)" : formatTokens(r.usage);
+    this.el.cost.textContent = offline ? "$0 (no model)" : formatCost(r.usage);
     const partial = partialText(r);
     this.el.partial.textContent = partial;
     show(this.el.partial, Boolean(partial));
@@ -220,6 +242,11 @@ export class ResearchView {
       const wait = h("button", { type: "button", class: "button", text: "Wait for them in the form" });
       wait.addEventListener("click", () => this.onResume(snapshot));
       this.notice("The follow-up questions are being written.", wait);
+    } else if (r.status === "cancelled" && !snapshot.report && snapshot.progress.extracts > 0) {
+      // What it found before the cancel can still make a report, as a budget stop does.
+      const write = h("button", { type: "button", class: "button button-primary", id: "report-found", text: "Write a report from what was found" });
+      write.addEventListener("click", () => this.reportFound(write));
+      this.notice("This research was cancelled. Everything found until then is kept below.", write);
     } else if (r.status === "cancelled") {
       this.notice("This research was cancelled. Everything found until then is kept below.");
     } else if (r.status === "failed" && !snapshot.error_output) {
@@ -238,6 +265,7 @@ export class ResearchView {
     show(this.tabs.error.tab, Boolean(snapshot.error_output));
     this.loadDocument("report", snapshot.report, `/api/research/${r.id}/report.html`, this.el.reportBody);
     renderReportVersions(this.el.reportVersions, snapshot);
+    this.renderOffTopic(snapshot.report);
     // The coverage is the current version's: a retried research's older report is not what it counts.
     const current = Boolean(snapshot.report) && snapshot.report.version === r.report_version;
     const coverage = coverageText(snapshot.coverage, current);
@@ -248,6 +276,21 @@ export class ResearchView {
       if (snapshot.report || growing) this.select("report");
       else if (snapshot.error_output) this.select("error");
     }
+  }
+
+  // A report whose sources do not bear on the request says so above the header's status, not only in its text.
+  renderOffTopic(report) {
+    const relevance = report && report.stats ? report.stats.relevance : null;
+    const offTopic = Boolean(relevance) && relevance.verdict === "off_topic";
+    if (!this.el.offTopic) {
+      if (!offTopic) return;
+      this.el.offTopic = h("div", { class: "notice notice-off-topic", id: "r-off-topic", role: "status" });
+      this.el.partial.after(this.el.offTopic);
+    }
+    this.el.offTopic.textContent = offTopic
+      ? "The sources found do not cover this request: the report says what they contain, not an answer."
+      : "";
+    show(this.el.offTopic, offTopic);
   }
 
   async loadDocument(name, document, url, container) {
@@ -268,37 +311,56 @@ export class ResearchView {
   tick() {
     const r = this.snapshot && this.snapshot.research;
     if (!r) return;
-    const start = new Date(r.started_at || r.created_at).getTime();
+    if (!r.started_at) {
+      this.el.elapsed.textContent = "—";
+      return;
+    }
+    const start = new Date(r.started_at).getTime();
     const end = r.finished_at ? new Date(r.finished_at).getTime() : Date.now();
     this.el.elapsed.textContent = formatElapsed(end - start);
   }
 
   // --- the query tree: nodes are kept and updated in place, so open/closed details survive updates ----------
+  // A large tree (a 10x5 plans 810 queries and thousands of websites) is not put in the page whole: the top
+  // queries are, each sub-tree when its parent is opened, and a query's websites when its list is opened. A tree
+  // of up to SMALL_TREE queries is shown whole and open, as a reader expects of a small research.
 
   renderTree(queries) {
     show(this.el.treeEmpty, queries.length === 0);
+    this.smallTree = queries.length <= SMALL_TREE;
+    this.childQueries = new Map();
     for (const query of queries) {
+      if (query.parent_id === null) continue;
+      if (!this.childQueries.has(query.parent_id)) this.childQueries.set(query.parent_id, []);
+      this.childQueries.get(query.parent_id).push(query);
+    }
+    for (const query of queries) {
+      const parent = query.parent_id === null ? null : this.queryNodes.get(query.parent_id);
       let node = this.queryNodes.get(query.id);
       if (!node) {
+        const shown = query.parent_id === null || (parent && (this.smallTree || this.expanded.has(query.parent_id)));
+        if (!shown) continue;
         node = this.queryNode(query);
         this.queryNodes.set(query.id, node);
-        const parent = query.parent_id === null ? null : this.queryNodes.get(query.parent_id);
         (parent ? parent.children : this.el.tree).append(node.li);
       }
+      node.query = query;
       const research = this.snapshot && this.snapshot.research;
+      const children = this.childQueries.get(query.id) || [];
       const sig = JSON.stringify([
         query.status,
         query.error,
         query.score,
         query.decision,
         query.websites.map((w) => [w.id, w.status]),
+        children.map((c) => c.status),
         research && [research.status, research.stop_reason],
       ]);
       if (node.sig !== sig) {
         node.sig = sig;
         this.updateQuery(node, query);
       }
-      for (const website of query.websites) this.renderWebsite(node, website);
+      if (node.details.open) for (const website of query.websites) this.renderWebsite(node, website);
     }
   }
 
@@ -308,8 +370,9 @@ export class ResearchView {
     const error = h("p", { class: "q-error", hidden: true });
     const sites = h("ul", { class: "sites" });
     const summary = h("summary", { class: "q-sites-summary" });
-    const details = h("details", { class: "q-sites", open: true }, summary, sites);
+    const details = h("details", { class: "q-sites", open: this.smallTree }, summary, sites);
     const children = h("ul", { class: "tree-children" });
+    const toggle = h("button", { type: "button", class: "button button-small q-children-toggle", hidden: true });
     const actions = queryActions(this, query);
     const evaluation = evaluationNode();
     const round = roundLabel(query);
@@ -333,10 +396,23 @@ export class ResearchView {
         error,
         details,
         counts,
+        toggle,
       ),
       children,
     );
-    return { li, status, counts, error, sites, summary, details, children, actions, evaluation, sig: null };
+    const node = { li, status, counts, error, sites, summary, details, children, toggle, actions, evaluation, sig: null, query };
+    // Websites are put in the page when their list is first opened, and kept up to date from then on.
+    details.addEventListener("toggle", () => {
+      if (details.open) for (const website of node.query.websites) this.renderWebsite(node, website);
+    });
+    toggle.addEventListener("click", () => {
+      if (this.expanded.has(query.id)) this.expanded.delete(query.id);
+      else this.expanded.add(query.id);
+      show(children, this.expanded.has(query.id));
+      node.sig = null;
+      if (this.snapshot) this.renderTree(this.snapshot.queries);
+    });
+    return node;
   }
 
   updateQuery(node, query) {
@@ -354,6 +430,16 @@ export class ResearchView {
       ? `${total} website${total === 1 ? "" : "s"} · ${analysed} analysed${failed ? ` · ${failed} failed` : ""}`
       : "";
     show(node.details, total > 0);
+    const children = this.childQueries.get(query.id) || [];
+    const folding = !this.smallTree && children.length > 0;
+    show(node.toggle, folding);
+    if (folding) {
+      const open = this.expanded.has(query.id);
+      const done = children.filter((c) => c.status === "done").length;
+      node.toggle.textContent = `${open ? "Hide" : "Show"} ${children.length} sub-quer${children.length === 1 ? "y" : "ies"} (${done} done)`;
+      node.toggle.setAttribute("aria-expanded", String(open));
+      show(node.children, open);
+    }
   }
 
   renderWebsite(queryNode, website) {
@@ -367,7 +453,7 @@ export class ResearchView {
   }
 
   websiteItem(w) {
-    const title = w.title || w.url;
+    const title = w.title || shortUrl(w.url);
     const reason = w.status === "failed" ? [w.failure_reason, w.error].filter(Boolean).join(": ") : "";
     return h(
       "li",
@@ -376,7 +462,7 @@ export class ResearchView {
         "div",
         { class: "site-head" },
         h("span", { class: `site-dot site-dot-${w.status}`, "aria-hidden": "true" }),
-        link(w.url, title, { class: "site-title" }),
+        link(w.url, title, { class: "site-title", title: w.url }),
         h("span", { class: "site-host", text: hostOf(w.url) }),
         h("span", { class: `badge badge-${w.status}`, text: statusLabel(w.status) }),
       ),
@@ -390,7 +476,8 @@ export class ResearchView {
                 "li",
                 { class: "extract" },
                 h("p", { class: "fact", text: x.fact }),
-                x.quote ? h("blockquote", { class: "quote", text: x.quote }) : null,
+                // The extractive engine's finding is its quote: said once.
+                x.quote && x.quote.trim() !== x.fact.trim() ? h("blockquote", { class: "quote", text: x.quote }) : null,
               ),
             ),
           )
@@ -399,26 +486,59 @@ export class ResearchView {
   }
 
   // --- events -----------------------------------------------------------------------------------------------
+  // Oldest first, as a log reads; the box follows the newest while the reader is at its end, and keeps its place
+  // while they read earlier ones. New rows go at the end and old ones leave from the top, so nothing the reader
+  // sees jumps (rows put above others would push every visible row down). Only the newest EVENTS_SHOWN are in the
+  // page until the reader asks for earlier ones (a 10x5 records thousands).
 
-  // Newest first: what is happening now is at the top of the box without scrolling.
+  eventRow(event) {
+    const { tone, text, detail } = describeEvent(event, (url) => this.pageTitles.get(url) || shortUrl(url));
+    return h(
+      "li",
+      { class: `event event-${tone}`, dataset: { seq: String(event.seq), type: event.type } },
+      h("time", { class: "event-time", datetime: event.created_at, text: formatTime(event.created_at) }),
+      h("span", { class: "event-dot", "aria-hidden": "true" }),
+      h("div", { class: "event-body" }, h("p", { class: "event-text", text }), detail ? h("p", { class: "event-detail", text: detail }) : null),
+    );
+  }
+
   addEvents(events) {
     const box = this.el.eventsBox;
-    const before = box.scrollHeight;
-    const rows = events.map((event) => {
-      const { tone, text, detail } = describeEvent(event);
-      return h(
-        "li",
-        { class: `event event-${tone}`, dataset: { seq: String(event.seq), type: event.type } },
-        h("time", { class: "event-time", datetime: event.created_at, text: formatTime(event.created_at) }),
-        h("span", { class: "event-dot", "aria-hidden": "true" }),
-        h("div", { class: "event-body" }, h("p", { class: "event-text", text }), detail ? h("p", { class: "event-detail", text: detail }) : null),
-      );
-    });
-    this.el.events.prepend(...rows.reverse());
+    const following = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    this.events.push(...events);
+    this.el.events.append(...events.slice(-this.eventsShown).map((event) => this.eventRow(event)));
+    while (this.el.events.childElementCount > this.eventsShown) this.el.events.firstElementChild.remove();
     this.eventCount += events.length;
     this.el.eventsCount.textContent = String(this.eventCount);
-    // Someone reading older events keeps their place.
-    if (box.scrollTop > 0) box.scrollTop += box.scrollHeight - before;
+    this.renderEventsMore();
+    if (following) box.scrollTop = box.scrollHeight;
+  }
+
+  renderEventsMore() {
+    if (!this.el.eventsMore) {
+      this.el.eventsMore = h("button", { type: "button", class: "button button-small events-more", hidden: true });
+      this.el.eventsMore.addEventListener("click", () => {
+        const shown = this.el.events.childElementCount;
+        this.eventsShown = shown + EVENTS_SHOWN;
+        const older = this.events.slice(Math.max(0, this.events.length - this.eventsShown), this.events.length - shown);
+        this.el.events.prepend(...older.map((event) => this.eventRow(event)));
+        this.renderEventsMore();
+      });
+      this.el.events.before(this.el.eventsMore);
+    }
+    const hidden = this.events.length - this.el.events.childElementCount;
+    this.el.eventsMore.textContent = `Show ${Math.min(hidden, EVENTS_SHOWN)} earlier events (${hidden} not shown)`;
+    show(this.el.eventsMore, hidden > 0);
+  }
+
+  async reportFound(button) {
+    button.disabled = true;
+    try {
+      await api(`/api/research/${this.id}/report`, { method: "POST" });
+    } catch (error) {
+      button.disabled = false;
+      this.notice(`Could not write the report: ${error.message}`);
+    }
   }
 
   async cancel() {
