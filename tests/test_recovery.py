@@ -117,7 +117,8 @@ def test_search_stuck_past_max_attempts_is_critical(running, settings) -> None:
 
 def test_draft_whose_questions_lapsed_is_requeued_and_failed_past_max_attempts(user, published, settings) -> None:
     # given drafts: one whose worker died writing its questions, one whose message was lost, one just handed on, and
-    # one made before the questions were a step of their own (never handed on: left as it is)
+    # one made a month ago before the questions were a step of their own (never handed on: not queued again, and
+    # past DRAFT_MAX_AGE_HOURS, deleted)
     settings.LEASE_SECONDS, settings.QUEUE_GRACE_SECONDS, settings.MAX_ATTEMPTS = 60, 90, 2
 
     def draft(title: str, **lease) -> Research:
@@ -132,7 +133,8 @@ def test_draft_whose_questions_lapsed_is_requeued_and_failed_past_max_attempts(u
     first = sweep()
     second = sweep()
     # then the two lapsed ones are queued again, once each; a lapsed lease counts as an attempt, a lost message not
-    assert (first, second) == ({"followups": 2}, {})
+    assert (first, second) == ({"followups": 2, "drafts_expired": 1}, {})
+    assert not Research.objects.filter(pk=old.pk).exists()
     assert published == ["workers.tasks.generate_followups_task"] * 2
     requeued = Research.objects.filter(pk__in=[died.pk, lost.pk]).order_by("title")
     assert [(r.claimed_by, r.attempts) for r in requeued] == [("sweeper", 1), ("sweeper", 0)]

@@ -57,11 +57,14 @@ def test_budget_from_the_form_live_cost_and_partial_banner(
     assert research.budget_tokens == TOKEN_BUDGET and research.budget_usd is None
     # and the live view shows the tokens and the cost growing with the snapshot
     tokens, cost = page.locator("#s-tokens"), page.locator("#s-cost")
-    page.wait_for_function("() => /^[0-9,]+$/.test(document.querySelector('#s-tokens').textContent)")
-    seen = int(tokens.inner_text().replace(",", ""))
+    # (spent "of" the budget)
+    page.wait_for_function("() => /^[0-9,]+ of [0-9,]+$/.test(document.querySelector('#s-tokens').textContent)")
+    seen = int(tokens.inner_text().split(" of ")[0].replace(",", ""))
     page.wait_for_function(
-        "n => Number(document.querySelector('#s-tokens').textContent.replace(/,/g, '')) > n", arg=seen
+        "n => Number(document.querySelector('#s-tokens').textContent.split(' of ')[0].replace(/,/g, '')) > n",
+        arg=seen,
     )
+    assert tokens.inner_text().endswith(f" of {TOKEN_BUDGET:,}")
     expect(cost).to_have_text(re.compile(r"^\$[0-9]+\.[0-9]{2,4}$"))
 
     # and once the budget stopped it, the finished research shows the partial banner above its report
@@ -77,6 +80,6 @@ def test_budget_from_the_form_live_cost_and_partial_banner(
     page.reload()
     research.refresh_from_db()
     spent = research.prompt_tokens + research.completion_tokens
-    expect(tokens).to_have_text(f"{spent:,}")
+    expect(tokens).to_have_text(f"{spent:,} of {TOKEN_BUDGET:,}")
     expect(cost).to_have_text(f"${float(research.cost_usd):.4f}")
     assert not watched.errors

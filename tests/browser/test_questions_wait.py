@@ -46,8 +46,9 @@ def ask(page, base_url: str) -> None:
 def test_the_form_waits_for_slow_questions_and_fills_them_in(
     impatient_daphne, workers, research_model, fake_llm, user, open_page
 ) -> None:
-    # given a model that takes 5 s to write the questions, and a server that waits 1 s for them
-    fake_llm.delays["followup_questions"] = 5.0
+    # given a model that takes 8 s to write the questions, and a server that waits 1 s for them (8 s: a second
+    # browser signs in and opens the draft meanwhile, which can take a few seconds on a loaded machine)
+    fake_llm.delays["followup_questions"] = 8.0
     fake_llm.handlers["followup_questions"] = these_questions
     first = open_page()
     page = first.page

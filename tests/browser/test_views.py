@@ -274,7 +274,7 @@ def test_unstarted_research_resumes_in_the_start_form(daphne, open_page, user) -
     page.fill("#breadth", "99")
     expect(page.locator("#plan-total")).to_have_text("–")
     page.click("#start-button")
-    expect(page.locator("#answers-form .form-error")).to_contain_text("Breadth must be 1 to")
+    expect(page.locator("#answers-form .form-error")).to_contain_text("Breadth must be a whole number from 1 to")
     assert watched.errors == []
 
 
@@ -287,7 +287,7 @@ def test_start_form_reports_errors(daphne, open_page, user) -> None:
     page.fill("#prompt", "x" * 20)
     page.fill("#num-questions", "0")
     page.click("#ask-button")
-    expect(page.locator("#prompt-form .form-error")).to_contain_text("Choose between 1 and")
+    expect(page.locator("#prompt-form .form-error")).to_contain_text("Choose a whole number from 1 to")
     assert watched.errors == []
 
 
@@ -414,11 +414,14 @@ def test_sidebar_asks_for_the_list_while_research_runs(daphne, open_page) -> Non
           section.append(document.createElement("ul"));
           root.append(section);
         }
-        for (const id of ["sidebar-empty", "sidebar-connection"]) {
+        for (const id of ["sidebar-empty", "sidebar-connection", "sidebar-no-match"]) {
           const p = document.createElement("p");
           p.id = id;
           root.append(p);
         }
+        const search = document.createElement("input");
+        search.id = "sidebar-search";
+        root.append(search);
         document.body.append(root);
         const { Sidebar } = await import("/static/research/js/sidebar.js");
         new Sidebar(root, { onOpen: () => {} });

@@ -18,7 +18,7 @@ export function readMode(root, depth) {
   if (minDepth) {
     const value = Number(minDepth);
     if (!Number.isInteger(value) || value < 1 || value > depth) {
-      return { error: `Minimum depth must be a whole number from 1 to the depth (${depth}).` };
+      return { error: `Minimum depth must be a whole number from 1 to the depth (${depth}).`, field: "min_depth" };
     }
     fields.min_depth = value;
   }
@@ -26,7 +26,7 @@ export function readMode(root, depth) {
   if (threshold) {
     const value = Number(threshold);
     if (!Number.isInteger(value) || value < 1 || value > 10) {
-      return { error: "Quality threshold must be a whole number from 1 to 10." };
+      return { error: "Quality threshold must be a whole number from 1 to 10.", field: "quality_threshold" };
     }
     fields.quality_threshold = value;
   }

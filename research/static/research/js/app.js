@@ -42,6 +42,11 @@ function main() {
       start.resume(snapshot);
     },
     onStatus: (research) => sidebar.upsert(summary(research)),
+    onRenamed: (item) => sidebar.upsert(item),
+    onDeleted: (id) => {
+      sidebar.remove(id);
+      navigate("/");
+    },
   });
   const start = new StartFlow(newView, limits, {
     onStarted: (id, title) => {

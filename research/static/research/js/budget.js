@@ -20,7 +20,7 @@ export function readBudget(root) {
     if (!raw) continue;
     const value = Number(raw);
     if (!Number.isFinite(value) || value <= 0 || (whole && !Number.isInteger(value))) {
-      return { error: `${label} budget must be a positive ${whole ? "whole number" : "number"}.` };
+      return { error: `${label} budget must be a positive ${whole ? "whole number" : "number"}.`, field: key };
     }
     budget[key] = value;
   }

@@ -23,10 +23,12 @@ const SMALL_TREE = 40;
 const EVENTS_SHOWN = 200;
 
 export class ResearchView {
-  constructor(root, { onResume, onStatus }) {
+  constructor(root, { onResume, onStatus, onRenamed, onDeleted }) {
     this.root = root;
     this.onResume = onResume;
     this.onStatus = onStatus || (() => {});
+    this.onRenamed = onRenamed || (() => {});
+    this.onDeleted = onDeleted || (() => {});
     const $ = (selector) => root.querySelector(selector);
     this.el = {
       title: $("#r-title"),
@@ -34,6 +36,11 @@ export class ResearchView {
       created: $("#r-created"),
       connection: $("#r-connection"),
       cancel: $("#cancel-button"),
+      rename: $("#rename-button"),
+      renameForm: $("#rename-form"),
+      renameInput: $("#rename-input"),
+      renameError: $("#rename-error"),
+      delete: $("#delete-button"),
       downloadReport: $("#download-report"),
       downloadError: $("#download-error"),
       downloadPdf: $("#download-pdf"),
@@ -74,6 +81,13 @@ export class ResearchView {
       });
     }
     this.el.cancel.addEventListener("click", () => this.cancel());
+    this.el.rename.addEventListener("click", () => this.startRename());
+    this.el.renameForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.rename();
+    });
+    $("#rename-cancel").addEventListener("click", () => this.endRename());
+    this.el.delete.addEventListener("click", () => this.delete());
     this.memory = new MemoryPanel($("#memory"));
     this.feed = null;
     this.id = null;
@@ -114,6 +128,9 @@ export class ResearchView {
     this.el.eventsCount.textContent = "";
     show(this.el.notice, false);
     show(this.el.cancel, false);
+    show(this.el.rename, false);
+    show(this.el.delete, false);
+    this.endRename(false);
     show(this.el.downloadReport, false);
     show(this.el.downloadError, false);
     show(this.el.downloadPdf, false);
@@ -197,8 +214,13 @@ export class ResearchView {
   renderUsage(r) {
     // The extractive engine calls no model: "none" says so, where 0 would read as a count that is not moving.
     const offline = r.engine === "extractive";
-    this.el.tokens.textContent = offline ? "none (no model)" : formatTokens(r.usage);
-    this.el.cost.textContent = offline ? "$0 (no model)" : formatCost(r.usage);
+    const budget = r.budget || {};
+    this.el.tokens.textContent = offline
+      ? "none (no model)"
+      : `${formatTokens(r.usage)}${budget.tokens ? ` of ${budget.tokens.toLocaleString("en-US")}` : ""}`;
+    this.el.cost.textContent = offline
+      ? "$0 (no model)"
+      : `${formatCost(r.usage)}${budget.usd ? ` of $${budget.usd}` : ""}`;
     const partial = partialText(r);
     this.el.partial.textContent = partial;
     show(this.el.partial, Boolean(partial));
@@ -225,6 +247,9 @@ export class ResearchView {
 
   renderActions(r, snapshot) {
     show(this.el.cancel, ACTIVE_STATUSES.has(r.status));
+    show(this.el.rename, true);
+    // A research under way is cancelled before it is deleted (the server refuses otherwise).
+    show(this.el.delete, !ACTIVE_STATUSES.has(r.status));
     this.el.downloadReport.href = `/api/research/${r.id}/report.md`;
     this.el.downloadError.href = `/api/research/${r.id}/error-output.md`;
     show(this.el.downloadReport, Boolean(snapshot.report));
@@ -317,7 +342,11 @@ export class ResearchView {
     }
     const start = new Date(r.started_at).getTime();
     const end = r.finished_at ? new Date(r.finished_at).getTime() : Date.now();
-    this.el.elapsed.textContent = formatElapsed(end - start);
+    // With a time budget, how much of it is spent: the research stops when it runs out.
+    const seconds = r.budget && r.budget.seconds;
+    this.el.elapsed.textContent = seconds
+      ? `${formatElapsed(end - start)} of ${formatElapsed(seconds * 1000)}`
+      : formatElapsed(end - start);
   }
 
   // --- the query tree: nodes are kept and updated in place, so open/closed details survive updates ----------
@@ -538,6 +567,48 @@ export class ResearchView {
     } catch (error) {
       button.disabled = false;
       this.notice(`Could not write the report: ${error.message}`);
+    }
+  }
+
+  startRename() {
+    this.el.renameInput.value = this.snapshot ? this.snapshot.research.title : "";
+    show(this.el.renameError, false);
+    show(this.el.renameForm, true);
+    this.el.renameInput.focus();
+    this.el.renameInput.select();
+  }
+
+  endRename(focus = true) {
+    show(this.el.renameForm, false);
+    if (focus) this.el.rename.focus();
+  }
+
+  async rename() {
+    const title = this.el.renameInput.value.trim();
+    try {
+      const summary = await api(`/api/research/${this.id}`, { method: "PATCH", body: { title } });
+      this.el.title.textContent = summary.title;
+      if (this.snapshot) this.snapshot.research.title = summary.title;
+      document.title = `${summary.title} · Deep research`;
+      this.onRenamed(summary);
+      this.endRename();
+    } catch (error) {
+      this.el.renameError.textContent = error.message;
+      show(this.el.renameError, true);
+    }
+  }
+
+  async delete() {
+    if (!this.id || !window.confirm("Delete this research, its report and everything it found? This cannot be undone.")) return;
+    const id = this.id;
+    this.el.delete.disabled = true;
+    try {
+      await api(`/api/research/${id}`, { method: "DELETE" });
+      this.onDeleted(id);
+    } catch (error) {
+      this.notice(`Could not delete: ${error.message}`);
+    } finally {
+      this.el.delete.disabled = false;
     }
   }
 

@@ -1,6 +1,6 @@
 // The sidebar: ongoing research as skeleton loaders, past research grouped by day, live from /ws/research/.
 import { h } from "./dom.js";
-import { ACTIVE_STATUSES, newestFirst, sidebarGroup, statusLabel } from "./lib.js";
+import { ACTIVE_STATUSES, formatDateTime, newestFirst, sidebarGroup, statusLabel } from "./lib.js";
 import { SidebarFeed } from "./live.js";
 
 const GROUPS = ["ongoing", "today", "week", "month", "older"];
@@ -22,6 +22,14 @@ export class Sidebar {
       this.lists[group] = { section, list: section.querySelector("ul") };
     }
     this.empty = root.querySelector("#sidebar-empty");
+    this.noMatch = root.querySelector("#sidebar-no-match");
+    // The search keeps the items whose title holds every word typed, in any case.
+    this.words = [];
+    const search = root.querySelector("#sidebar-search");
+    search.addEventListener("input", () => {
+      this.words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+      this.render();
+    });
     this.connection = root.querySelector("#sidebar-connection");
     this.feed = new SidebarFeed({
       onList: (list) => this.replace(list),
@@ -53,6 +61,16 @@ export class Sidebar {
     this.render();
   }
 
+  remove(id) {
+    this.items.delete(id);
+    this.render();
+  }
+
+  matches(item) {
+    const title = String(item.title || "").toLowerCase();
+    return this.words.every((word) => title.includes(word));
+  }
+
   setActive(id) {
     this.activeId = id;
     for (const [itemId, node] of this.nodes) {
@@ -65,9 +83,14 @@ export class Sidebar {
   render() {
     const now = new Date();
     const byGroup = Object.fromEntries(GROUPS.map((group) => [group, []]));
-    for (const item of this.items.values()) byGroup[sidebarGroup(item, now)].push(item);
+    let shown = 0;
+    for (const item of this.items.values()) {
+      if (!this.matches(item)) continue;
+      byGroup[sidebarGroup(item, now)].push(item);
+      shown += 1;
+    }
     for (const [id, node] of this.nodes) {
-      if (!this.items.has(id)) {
+      if (!this.items.has(id) || !this.matches(this.items.get(id))) {
         node.li.remove();
         this.nodes.delete(id);
       }
@@ -84,10 +107,11 @@ export class Sidebar {
       section.hidden = wanted.length === 0;
     }
     this.empty.hidden = !this.loaded || this.items.size > 0;
+    this.noMatch.hidden = !this.loaded || this.items.size === 0 || shown > 0;
   }
 
   node(item, group) {
-    const sig = JSON.stringify([group, item.title, item.status]);
+    const sig = JSON.stringify([group, item.title, item.status, item.created_at]);
     const known = this.nodes.get(item.id);
     if (known && known.sig === sig) return known.li;
     const li = h("li", {}, group === "ongoing" ? this.ongoingLink(item) : this.pastLink(item));
@@ -127,8 +151,16 @@ export class Sidebar {
     ]);
   }
 
+  // The title may be cut to two lines: its whole text and the day it was made show beneath and on hover.
   pastLink(item) {
     const badge = item.status === "completed" ? null : h("span", { class: `badge badge-${item.status}`, text: statusLabel(item.status) });
-    return this.link(item, "item", [h("span", { class: "item-title", text: item.title }), badge]);
+    const made = formatDateTime(item.created_at);
+    const link = this.link(item, "item", [
+      h("span", { class: "item-title", text: item.title }),
+      badge,
+      made ? h("span", { class: "item-date", text: made }) : null,
+    ]);
+    link.title = made ? `${item.title} (${made})` : item.title;
+    return link;
   }
 }

@@ -13,10 +13,29 @@ function sleep(ms) {
   return new Promise((resolve) => window.setTimeout(resolve, ms));
 }
 
+// A whole number in [min, max], or null: "2.5" or "2x" is refused rather than read as 2.
 function clampInt(value, min, max) {
-  const n = Number.parseInt(value, 10);
-  return Number.isInteger(n) && n >= min && n <= max ? n : null;
+  const text = String(value).trim();
+  if (!/^\d+$/.test(text)) return null;
+  const n = Number(text);
+  return n >= min && n <= max ? n : null;
 }
+
+// The field an error names (the server's `field`, or the form's own check), by the id of its input.
+const FIELD_INPUTS = {
+  prompt: "prompt",
+  num_questions: "num-questions",
+  breadth: "breadth",
+  depth: "depth",
+  min_depth: "min-depth",
+  quality_threshold: "quality-threshold",
+  report_length: "report-words",
+  seconds: "budget-seconds",
+  tokens: "budget-tokens",
+  usd: "budget-usd",
+};
+// A request of fewer characters than this is refused before any model is asked.
+const MIN_PROMPT_CHARS = 10;
 
 export class StartFlow {
   constructor(root, limits, { onStarted }) {
@@ -53,7 +72,10 @@ export class StartFlow {
       this.prompt.focus(); // the Back button is hidden with its form: focus goes where the user is going back to
     });
     for (const input of [this.breadth, this.depth]) input.addEventListener("input", () => this.updatePlan());
-    root.querySelector("#mode").addEventListener("change", () => this.updatePlan());
+    root.querySelector("#mode").addEventListener("change", () => {
+      this.error(this.answersForm, ""); // a message about the other mode's fields no longer applies
+      this.updatePlan();
+    });
     root.querySelector("#report-length").addEventListener("change", () => syncReportLength(this.answersForm));
     this.prompt.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.metaKey || event.ctrlKey)) this.promptForm.requestSubmit();
@@ -61,10 +83,23 @@ export class StartFlow {
     this.updatePlan();
   }
 
-  error(form, message) {
+  // The form's message, and the field it is about marked invalid (and focused), so the reader sees which one;
+  // a new message, or none, clears the marks of the last.
+  error(form, message, field) {
     const box = form.querySelector(".form-error");
+    if (!box.id) box.id = `${form.id || "form"}-error`;
     box.textContent = message || "";
     show(box, Boolean(message));
+    for (const input of form.querySelectorAll("[aria-invalid]")) {
+      input.removeAttribute("aria-invalid");
+      input.removeAttribute("aria-describedby");
+    }
+    const input = field && FIELD_INPUTS[field] ? form.querySelector(`#${FIELD_INPUTS[field]}`) : null;
+    if (message && input) {
+      input.setAttribute("aria-invalid", "true");
+      input.setAttribute("aria-describedby", box.id);
+      input.focus();
+    }
   }
 
   busy(button, busy, label) {
@@ -77,9 +112,16 @@ export class StartFlow {
     this.error(this.promptForm, "");
     const prompt = this.prompt.value.trim();
     const count = clampInt(this.numQuestions.value, 1, this.limits.maxQuestions);
-    if (!prompt) return this.error(this.promptForm, "Describe what you want to research.");
+    if (!prompt) return this.error(this.promptForm, "Describe what you want to research.", "prompt");
+    if (prompt.length < MIN_PROMPT_CHARS) {
+      return this.error(this.promptForm, "Say a little more about what you want to research (a sentence will do).", "prompt");
+    }
     if (count === null) {
-      return this.error(this.promptForm, `Choose between 1 and ${this.limits.maxQuestions} follow-up questions.`);
+      return this.error(
+        this.promptForm,
+        `Choose a whole number from 1 to ${this.limits.maxQuestions} follow-up questions.`,
+        "num_questions",
+      );
     }
     return this.waiting(async (current) => {
       const answer = await api("/api/research/questions", { method: "POST", body: { prompt, num_questions: count } });
@@ -109,7 +151,7 @@ export class StartFlow {
     try {
       await task(current);
     } catch (error) {
-      if (current()) this.error(this.promptForm, error.message);
+      if (current()) this.error(this.promptForm, error.message, error.field);
     } finally {
       if (current()) this.stopWaiting();
     }
@@ -186,18 +228,18 @@ export class StartFlow {
     this.error(this.answersForm, "");
     const breadth = clampInt(this.breadth.value, 1, this.limits.maxBreadth);
     const depth = clampInt(this.depth.value, 1, this.limits.maxDepth);
-    if (breadth === null || depth === null) {
-      return this.error(
-        this.answersForm,
-        `Breadth must be 1 to ${this.limits.maxBreadth} and depth 1 to ${this.limits.maxDepth}.`,
-      );
+    if (breadth === null) {
+      return this.error(this.answersForm, `Breadth must be a whole number from 1 to ${this.limits.maxBreadth}.`, "breadth");
     }
-    const { budget, error } = readBudget(this.answersForm);
-    if (error) return this.error(this.answersForm, error);
+    if (depth === null) {
+      return this.error(this.answersForm, `Depth must be a whole number from 1 to ${this.limits.maxDepth}.`, "depth");
+    }
+    const { budget, error, field } = readBudget(this.answersForm);
+    if (error) return this.error(this.answersForm, error, field);
     const mode = readMode(this.answersForm, depth);
-    if (mode.error) return this.error(this.answersForm, mode.error);
+    if (mode.error) return this.error(this.answersForm, mode.error, mode.field);
     const length = readReportLength(this.answersForm);
-    if (length.error) return this.error(this.answersForm, length.error);
+    if (length.error) return this.error(this.answersForm, length.error, "report_length");
     const answers = [...this.questions.querySelectorAll("textarea")].map((field) => field.value.trim());
     this.busy(this.startButton, true, "Starting…");
     try {
@@ -215,7 +257,7 @@ export class StartFlow {
       this.reset(true);
       this.onStarted(answer.research_id, title);
     } catch (error) {
-      this.error(this.answersForm, error.message);
+      this.error(this.answersForm, error.message, error.field);
     } finally {
       this.busy(this.startButton, false, "Start research");
     }

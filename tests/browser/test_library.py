@@ -1,0 +1,119 @@
+"""The library in the browser: the sidebar searched, a research renamed and deleted, a cancelled research's report
+asked for, and the start form's checks naming the field at fault."""
+
+import pytest
+import redis
+from playwright.sync_api import expect
+
+from research.models import Research, ResearchStatus
+from tests.support.e2e import settle
+from tests.support.logins import sign_in
+from tests.support.seed import seed_research
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def no_queued_steps(redis_conn: redis.Redis):
+    """The report a test asks for is not left queued for another test; the session's workers, when another test
+    started them, are left idle before the tables are flushed."""
+    yield
+    for key in [*redis_conn.scan_iter("celery*"), *redis_conn.scan_iter("control*")]:
+        if redis_conn.type(key) == b"list":
+            redis_conn.delete(key)
+    settle(redis_conn)
+
+
+def test_search_rename_and_delete_from_the_library(daphne, open_page, user) -> None:
+    # given alice's finished researches and one under way
+    heat = seed_research(user, "Heat pumps in Nordic winters", "completed", report=True)
+    seed_research(user, "Hydrogen steel making costs", "completed")
+    running = seed_research(user, "Grid-scale sodium batteries", "running")
+    watched = open_page(accept_dialogs=True)
+    page = watched.page
+    sign_in(page, daphne.url, "alice", "/")
+    items = page.locator("#sidebar a.item")
+    expect(items).to_have_count(3)
+    # each past item shows the day it was made, and its whole title on hover
+    first = page.locator(f"#sidebar a[data-id='{heat.pk}']")
+    expect(first.locator(".item-date")).not_to_be_empty()
+    assert first.get_attribute("title").startswith("Heat pumps in Nordic winters (")
+    # when she searches the library
+    page.fill("#sidebar-search", "heat NORDIC")
+    expect(items).to_have_count(1)
+    expect(first).to_be_visible()
+    page.fill("#sidebar-search", "fusion")
+    expect(items).to_have_count(0)
+    expect(page.locator("#sidebar-no-match")).to_be_visible()
+    page.fill("#sidebar-search", "")
+    expect(items).to_have_count(3)
+    # a research under way offers no delete
+    first.click()
+    expect(page.locator("#r-title")).to_have_text("Heat pumps in Nordic winters")
+    expect(page.locator("#delete-button")).to_be_visible()
+    page.locator(f"#sidebar a[data-id='{running.pk}']").click()
+    expect(page.locator("#r-title")).to_have_text("Grid-scale sodium batteries")
+    expect(page.locator("#delete-button")).to_be_hidden()
+    # when she renames one; an empty title is refused, with the reason
+    page.locator(f"#sidebar a[data-id='{heat.pk}']").click()
+    page.click("#rename-button")
+    expect(page.locator("#rename-input")).to_be_focused()
+    page.fill("#rename-input", "   ")
+    page.click("#rename-form button[type=submit]")
+    expect(page.locator("#rename-error")).to_contain_text("must not be empty")
+    page.fill("#rename-input", "Nordic heat pumps, measured")
+    page.keyboard.press("Enter")
+    # then the page, the sidebar and the database have the new title
+    expect(page.locator("#r-title")).to_have_text("Nordic heat pumps, measured")
+    expect(page.locator("#rename-form")).to_be_hidden()
+    expect(first.locator(".item-title")).to_have_text("Nordic heat pumps, measured")
+    assert Research.objects.get(pk=heat.pk).title == "Nordic heat pumps, measured"
+    # when she deletes it (and confirms)
+    page.click("#delete-button")
+    # then it is gone from the page, the sidebar and the database, and she is back at the start
+    expect(page).to_have_url(f"{daphne.url}/")
+    expect(items).to_have_count(2)
+    assert not Research.objects.filter(pk=heat.pk).exists()
+    assert any("cannot be undone" in dialog for dialog in watched.dialogs)
+    # (the refused empty title is the one failed request the browser logs)
+    assert [error for error in watched.errors if "400 (Bad Request)" not in error] == []
+
+
+def test_a_cancelled_research_offers_a_report_of_what_it_found(daphne, open_page, user, no_queued_steps) -> None:
+    # given alice's research cancelled after it had analysed pages (seeded with findings, no report)
+    research = seed_research(user, "Heat pumps in Nordic winters", "cancelled")
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    button = page.locator("#report-found")
+    expect(button).to_be_visible()
+    # when she asks for it
+    button.click()
+    # then the research is taken up again to write a partial report from its findings, and the page says why
+    expect(page.locator("#events li.event[data-type=report_requested]")).to_have_count(1)
+    expect(page.locator("#r-partial")).to_contain_text("cancelled", ignore_case=True)
+    research.refresh_from_db()
+    assert research.stop_reason == "cancelled" and research.partial
+    assert research.status in (ResearchStatus.RUNNING, ResearchStatus.REPORTING, ResearchStatus.COMPLETED)
+    assert watched.errors == []
+
+
+def test_the_start_form_marks_the_field_at_fault(daphne, open_page, user) -> None:
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", "/")
+    error = page.locator("#prompt-form .form-error")
+    # a one-letter request is refused, the request field marked and focused
+    page.fill("#prompt", "x")
+    page.click("#ask-button")
+    expect(error).to_contain_text("Say a little more")
+    expect(page.locator("#prompt")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#prompt")).to_be_focused()
+    # 2.5 questions are refused rather than read as 2, and the mark moves to that field
+    page.fill("#prompt", "How do heat pumps perform in Nordic winters?")
+    page.fill("#num-questions", "2.5")
+    page.click("#ask-button")
+    expect(error).to_contain_text("whole number")
+    expect(page.locator("#num-questions")).to_have_attribute("aria-invalid", "true")
+    assert page.locator("#prompt").get_attribute("aria-invalid") is None
+    assert watched.errors == []
