@@ -144,10 +144,10 @@ def test_research_started_in_the_form_runs_live_to_a_cited_report(
     # with working citation links
     expect(page.locator("#r-status")).to_have_text("Completed", timeout=FINISH_TIMEOUT)
     assert Research.objects.get(pk=research_id).title == REPORT_TITLE
-    expect(page.locator(f"#group-today a[data-id='{research_id}']")).to_have_text(REPORT_TITLE)
+    expect(page.locator(f"#group-today a[data-id='{research_id}'] .item-title")).to_have_text(REPORT_TITLE)
     expect(page.locator("#r-title")).to_have_text(REPORT_TITLE)
     expect(ongoing).to_have_count(0)
-    expect(watcher.page.locator(f"#group-today a[data-id='{research_id}']")).to_have_text(REPORT_TITLE)
+    expect(watcher.page.locator(f"#group-today a[data-id='{research_id}'] .item-title")).to_have_text(REPORT_TITLE)
     expect(watched_ongoing).to_have_count(0)
     expect(watcher.page.locator("#group-ongoing")).to_be_hidden()
     expect(page.locator("#tab-report")).to_have_attribute("aria-selected", "true")
@@ -193,7 +193,9 @@ def test_research_started_in_the_form_runs_live_to_a_cited_report(
         assert watched.page.locator("#s-queries").inner_text() == "4 / 4"
         assert watched.page.locator("#s-analysed").inner_text() == f"{analysed} / {found}"
         assert watched.page.locator("#s-failed").inner_text() == str(failed)
-        expect(watched.page.locator("#s-elapsed")).to_have_text(re.compile(r"^\d\d:\d\d$"))
+        expect(watched.page.locator("#s-elapsed")).to_have_text(
+            re.compile(r"^\d\d:\d\d of \d+:\d\d:\d\d$")
+        )  # of the default time budget
         assert watched.errors == [] and watched.dialogs == []
     assert watcher.errors == []
     page.click("#tab-log")
@@ -269,7 +271,7 @@ def test_hostile_pages_and_model_output_stay_inert_text(
     title = Research.objects.get(pk=research_id).title
     assert title == f"Report {SCRIPT}"
     expect(page.locator("#r-title")).to_have_text(title)
-    expect(page.locator(f"#group-today a[data-id='{research_id}']")).to_have_text(title)
+    expect(page.locator(f"#group-today a[data-id='{research_id}'] .item-title")).to_have_text(title)
     expect(page.locator("#r-questions dt").first).to_have_text(f"{SCRIPT} which years?")
     expect(page.locator("#r-questions dd").first).to_have_text("<b>bold</b>")
     expect(page.locator("#tree .q-text").first).to_have_text(f"{SCRIPT} query")
