@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -89,15 +90,12 @@ def test_event_is_pushed_with_its_delta_after_commit(user) -> None:
     }
 
 
-def test_push_waits_for_commit_and_a_rolled_back_event_is_never_pushed(user, settings) -> None:
-    # given a listener on the research's group
-    settings.PUSH_INTERVAL = 0.05
-    research = Research.objects.create(owner=user, prompt="p", title="t")
+def listener(research: Research) -> tuple[Callable[[float], dict | None], asyncio.AbstractEventLoop]:
+    """A listener on the research's group: `received(timeout)` gives the next push or None; close the loop after.
+    One loop for every receive: a receive cancelled by its timeout leaves state bound to its loop."""
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(research_group(research.pk), channel)
-
-    # One loop for every receive: a receive cancelled by its timeout leaves state bound to its loop.
     loop = asyncio.new_event_loop()
 
     def received(timeout: float) -> dict | None:
@@ -105,6 +103,15 @@ def test_push_waits_for_commit_and_a_rolled_back_event_is_never_pushed(user, set
             return loop.run_until_complete(asyncio.wait_for(layer.receive(channel), timeout))
         except TimeoutError:
             return None
+
+    return received, loop
+
+
+def test_push_waits_for_commit_and_a_rolled_back_event_is_never_pushed(user, settings) -> None:
+    # given a listener on the research's group
+    settings.PUSH_INTERVAL = 0.05
+    research = Research.objects.create(owner=user, prompt="p", title="t")
+    received, loop = listener(research)
 
     # when an event is recorded in a transaction that rolls back
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -129,16 +136,7 @@ def test_a_push_steps_aside_from_an_exclusive_lock_and_goes_out_after_it(user, s
     # TRUNCATE does, which would deadlock against a push holding the tables it has read so far)
     settings.PUSH_INTERVAL = 0.05
     research = Research.objects.create(owner=user, prompt="p", title="t")
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(research_group(research.pk), channel)
-    loop = asyncio.new_event_loop()
-
-    def received(timeout: float) -> dict | None:
-        try:
-            return loop.run_until_complete(asyncio.wait_for(layer.receive(channel), timeout))
-        except TimeoutError:
-            return None
+    received, loop = listener(research)
 
     with psycopg.connect(**database_dsn()) as locker:
         locker.execute("LOCK TABLE research_website IN ACCESS EXCLUSIVE MODE")
