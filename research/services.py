@@ -271,8 +271,8 @@ def expire_drafts(older_than: timedelta) -> int:
 def report_what_was_found(research: Research) -> None:
     """Write the report of a cancelled research from what it analysed before the cancel: like a budget stop, the
     research is partial (stop_reason "cancelled"), nothing new is searched, and the report says it is partial."""
-    with research_transaction(research.pk):
-        locked = Research.objects.select_for_update(no_key=True).get(pk=research.pk)
+    with research_transaction(research.pk):  # the row is locked: its state below holds until the commit
+        locked = Research.objects.get(pk=research.pk)
         if locked.status != ResearchStatus.CANCELLED:
             raise NothingToReport(f"research is {locked.status}: only a cancelled research is reported this way")
         if Document.objects.filter(research_id=locked.pk, kind=DocumentKind.REPORT).exists():
