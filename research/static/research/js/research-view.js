@@ -536,7 +536,9 @@ export class ResearchView {
     const following = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
     this.events.push(...events);
     this.el.events.append(...events.slice(-this.eventsShown).map((event) => this.eventRow(event)));
-    while (this.el.events.childElementCount > this.eventsShown) this.el.events.firstElementChild.remove();
+    // Old rows leave only while the box follows the newest: taken from above a reader's place, they would move the
+    // rows being read (the browser's scroll anchoring does not hold them at the box's very top).
+    if (following) while (this.el.events.childElementCount > this.eventsShown) this.el.events.firstElementChild.remove();
     this.eventCount += events.length;
     this.el.eventsCount.textContent = String(this.eventCount);
     this.renderEventsMore();
