@@ -42,6 +42,8 @@ class Research(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="researches")
     prompt = models.TextField()
     title = models.CharField(max_length=200)
+    # Set by a rename: the title is then the user's, and a report written later does not replace it with its own.
+    title_from_user = models.BooleanField(default=False)
     status = models.CharField(max_length=20, choices=ResearchStatus.choices, default=ResearchStatus.DRAFT)
     num_questions = models.PositiveSmallIntegerField(default=0)
     breadth = models.PositiveSmallIntegerField(null=True, blank=True)

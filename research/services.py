@@ -241,7 +241,7 @@ def rename(research: Research, title: str) -> Research:
         raise InvalidInput("must not be empty", "title")
     if len(title) > TITLE_MAX_CHARS:
         raise InvalidInput(f"must be at most {TITLE_MAX_CHARS} characters", "title")
-    Research.objects.filter(pk=research.pk).update(title=title)
+    Research.objects.filter(pk=research.pk).update(title=title, title_from_user=True)
     research.refresh_from_db()
     return research
 

@@ -26,7 +26,9 @@ def test_a_cancelled_research_writes_a_partial_report_of_what_it_found(
     settle(redis_conn)  # the steps under way at the cancel are over
     queries = SerpQuery.objects.filter(research_id=research_id).count()
     websites = Website.objects.filter(research_id=research_id).count()
-    # when its owner asks for the report of what it found
+    # when its owner names it and asks for the report of what it found
+    response = api.patch(f"/api/research/{research_id}", {"title": "My fusion notes"}, content_type="application/json")
+    assert response.status_code == 200, response.content
     response = report_found(api, research_id)
     assert response.status_code == 202, response.content
     assert response.json()["status"] == "running"
@@ -34,6 +36,7 @@ def test_a_cancelled_research_writes_a_partial_report_of_what_it_found(
     research = wait_finished(research_id)
     assert research.status == ResearchStatus.COMPLETED, research.error
     assert research.partial and research.stop_reason == "cancelled"
+    assert research.title == "My fusion notes"  # the report's own title does not replace its user's
     report = Document.objects.get(research=research, kind="report").markdown
     assert "> Partial report: the research was cancelled; it covers" in report
     assert SerpQuery.objects.filter(research=research).count() == queries

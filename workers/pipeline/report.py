@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from research import budgets, dispatch
@@ -371,9 +371,12 @@ def _write(research_id: str) -> None:
 
 
 def _complete(research_id: str, title: str) -> None:
-    # The sweeper may have moved a slow writer's research back to running; either way it is finished now.
+    # The sweeper may have moved a slow writer's research back to running; either way it is finished now. The
+    # research takes the report's title unless its user named it.
     Research.objects.filter(pk=research_id, status__in=UNREPORTED).update(
-        status=ResearchStatus.COMPLETED, finished_at=timezone.now(), title=title[:200]
+        status=ResearchStatus.COMPLETED,
+        finished_at=timezone.now(),
+        title=Case(When(title_from_user=True, then=F("title")), default=Value(title[:200])),
     )
 
 
