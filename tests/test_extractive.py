@@ -1,6 +1,7 @@
 """The extractive engine: the LLM agents' interface, with no model; every sentence a document's own."""
 
 import re
+from typing import Any
 
 import jsonschema
 import pytest
@@ -166,18 +167,34 @@ def sources_for(objectives_queries: list[tuple[str, str]]) -> tuple[list[SourceN
     return sources, {url: PageText(text) for url, text in pages.items()}
 
 
+def report_of(
+    prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
+) -> dict[str, Any]:
+    """The report as the pipeline makes it (workers/pipeline/report.py): the outline, then each section written
+    from its sources, assembled under the outline's title and summary."""
+    outline, prompt_tokens, completion_tokens = extractive.outline(prompt, answers, objectives, sources)
+    assert (prompt_tokens, completion_tokens) == (0, 0)
+    headings = [item["heading"] for item in outline["sections"]]
+    sections = []
+    for item in outline["sections"]:
+        given = [source for source in sources if source.number in item["sources"]]
+        content, _, _ = extractive.write_section(
+            prompt, item["heading"], item["learnings"], given, answers=answers, outline_headings=headings
+        )
+        jsonschema.validate(content, report_writer.SECTION_SCHEMA)
+        sections.append({"heading": item["heading"], **content})
+    return {"title": outline["title"], "summary": outline["summary"], "sections": sections}
+
+
 def test_write_report_is_valid_and_keeps_every_citation() -> None:
     # given the queries the engine plans and the findings it extracts from three pages
     planned, _, _ = extractive.plan_queries(PROMPT, [], [], 3)
     sources, texts = sources_for([(q.objective, q.query) for q in planned])
     assert all(source.findings for source in sources)
     # when
-    report, prompt_tokens, completion_tokens = extractive.write(
-        PROMPT, [("Which?", "Standard library only")], [q.objective for q in planned], sources
-    )
+    report = report_of(PROMPT, [("Which?", "Standard library only")], [q.objective for q in planned], sources)
     # then the report has the writer's schema, a section per objective, and loses nothing when rendered
     jsonschema.validate(report, report_writer.SCHEMA)
-    assert (prompt_tokens, completion_tokens) == (0, 0)
     assert report["title"] == "How should a Python program run work concurrently?"
     headings = [section["heading"] for section in report["sections"]]
     assert headings[:3] == ["Threads", "Processes", "Asyncio"]
@@ -201,7 +218,7 @@ def test_write_cites_every_source_of_a_shared_sentence() -> None:
         SourceNote(1, "http://a.test/", "A", [(shared, shared)]),
         SourceNote(2, "http://b.test/", "B", [(shared, shared)]),
     ]
-    report, _, _ = extractive.write("event loop threads", [], ["What the sources state about event loop."], sources)
+    report = report_of("event loop threads", [], ["What the sources state about event loop."], sources)
     sentence = report["sections"][0]["paragraphs"][0][0]
     assert sentence["sources"] == [1, 2] and [q["source"] for q in sentence["quotes"]] == [1, 2]
     markdown, stats = render_report(report, sources, {s.url: PageText(shared) for s in sources})
@@ -211,9 +228,9 @@ def test_write_cites_every_source_of_a_shared_sentence() -> None:
 def test_write_puts_unmatched_findings_last_and_handles_no_sources() -> None:
     banana = "Bananas are rich in potassium."
     sources = [SourceNote(1, "http://a.test/", "A", [(banana, banana)])]
-    report, _, _ = extractive.write("threads", [], ["What the sources state about threads."], sources)
+    report = report_of("threads", [], ["What the sources state about threads."], sources)
     assert [s["heading"] for s in report["sections"]] == [extractive.LEFTOVER_HEADING]
-    empty, _, _ = extractive.write("threads", [], ["What the sources state about threads."], [])
+    empty = report_of("threads", [], ["What the sources state about threads."], [])
     jsonschema.validate(empty, report_writer.SCHEMA)
     assert empty["sections"] == [] and empty["summary"] == []
 

@@ -1,6 +1,6 @@
 """Which agents a research uses: the LLM agents, or the extractive engine that needs no model.
 
-Both engines offer the same nine functions with the same signatures and return shapes (token counts are 0
+Both engines offer the same eight functions with the same signatures and return shapes (token counts are 0
 for the extractive engine), so the pipeline never knows which one it calls.
 """
 
@@ -15,7 +15,6 @@ class Engine(Protocol):
     ask_questions: object
     plan_queries: object
     analyze: object
-    write: object
     outline: object
     write_section: object
     update_memory: object
@@ -39,7 +38,6 @@ class _LLMEngine:
         self.ask_questions = prompt_analyzer.ask_questions
         self.plan_queries = query_generator.plan_queries
         self.analyze = website_analyzer.analyze
-        self.write = report_writer.write
         self.outline = report_writer.outline
         self.write_section = report_writer.write_section
         self.update_memory = memory_agent.update_memory

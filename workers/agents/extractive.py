@@ -294,11 +294,11 @@ class _Item:
         }
 
 
-def write(
+def _report(
     prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
-) -> tuple[dict[str, Any], int, int]:
-    """The report in report_writer.SCHEMA's shape: one section per objective, made of the extracted sentences,
-    each citing every source it came from with its quote."""
+) -> dict[str, Any]:
+    """The whole report in report_writer.SCHEMA's shape, which `outline` plans from: one section per objective,
+    made of the extracted sentences, each citing every source it came from with its quote."""
     items = _items(sources)
     # Objectives that come out under the same heading share one section.
     goals: dict[str, dict[str, float]] = {}
@@ -327,15 +327,15 @@ def write(
     # The summary: each section's lead sentence, the one that matches its objective best.
     led = [section for section in sections if section["heading"] != LEFTOVER_HEADING]
     summary = [section["paragraphs"][0][0] for section in led[:MAX_SUMMARY_SENTENCES]]
-    return {"title": _title(prompt), "summary": summary, "sections": sections}, 0, 0
+    return {"title": _title(prompt), "summary": summary, "sections": sections}
 
 
 def outline(
     prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
 ) -> tuple[dict[str, Any], int, int]:
-    """The outline in report_writer.OUTLINE_SCHEMA's shape: the sections `write` would make (one per objective),
+    """The outline in report_writer.OUTLINE_SCHEMA's shape: the sections of the whole report (one per objective),
     each with the sources its sentences cite and, as its learnings, those sentences, which write_section takes up."""
-    report, _, _ = write(prompt, answers, objectives, sources)
+    report = _report(prompt, answers, objectives, sources)
     sections = []
     for section in report["sections"]:
         sentences = [sentence for paragraph in section["paragraphs"] for sentence in paragraph]
@@ -356,7 +356,7 @@ def write_section(
     words: int | None = None,
 ) -> tuple[dict[str, Any], int, int]:
     """One section in report_writer.SECTION_SCHEMA's shape: the outline's sentences, in its order, each citing
-    every given source it came from with its quote; one paragraph per first-cited source, as `write` makes."""
+    every given source it came from with its quote; one paragraph per first-cited source, as in the whole report."""
     by_text = {item.text.casefold(): item for item in _items(sources)}
     paragraphs: dict[int, list[dict[str, Any]]] = {}
     for learning in learnings:

@@ -9,8 +9,6 @@ from research.text.storable import storable_data
 from workers.agents.common import Fence
 from workers.clients.llm import answer_tokens, complete_json, room_for
 
-NAME = "research_report"
-
 SYSTEM = (
     "You are a senior analyst writing the final research report. Answer the user's request and follow-up answers "
     "directly, in sections and subsections that follow the scope of the request. Be dense with technical detail "
@@ -43,6 +41,7 @@ _SENTENCE = {
 }
 _PARAGRAPHS = {"type": "array", "items": {"type": "array", "items": _SENTENCE}}
 
+# The report as assembled (workers/pipeline/report.py): the outline's title and summary, then the written sections.
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -92,27 +91,6 @@ def sources_block(sources: list[SourceNote]) -> str:
         lines.append(f"[{source.number}] {source.url} — {source.title or 'untitled'}")
         lines.extend(f'  - {fact} (quote: "{quote}")' for fact, quote in source.findings)
     return "\n".join(lines)
-
-
-def write(
-    prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
-) -> tuple[dict[str, Any], int, int]:
-    """The report as structured JSON (see SCHEMA). Returns (report, prompt_tokens, completion_tokens)."""
-    qa = "\n".join(f"Q: {q}\nA: {a or '(no answer)'}" for q, a in answers) or "(none)"
-    fence = Fence.new("SOURCES")  # a fresh token per call: what the pages said cannot end the fence
-    user = (
-        f"Research request:\n{prompt}\n\nFollow-up questions and answers:\n{qa}\n\n"
-        "Objectives the research pursued:\n" + "\n".join(f"- {o}" for o in objectives) + "\n\n"
-        f"Numbered sources with the facts and quotes extracted from them, between {fence.start} and {fence.end}:\n"
-        f"{fence.around(sources_block(sources))}\n\n"
-        "Write the report: a title, a summary of the key findings, then sections (with subsections where the "
-        "material calls for them). Every sentence lists its source numbers."
-    )
-    result = complete_json(
-        "report_writer", [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}], NAME, SCHEMA
-    )
-    # Model output is outside data: it may hold what PostgreSQL refuses.
-    return storable_data(result.data), result.prompt_tokens, result.completion_tokens
 
 
 # --- Outline, then sections: the report planned in one call, each section written by a call of its own ---
