@@ -11,6 +11,11 @@ from typing import Any
 from research.models import MemoryItem, MemoryKind
 
 MAX_KEY_CHARS = 200
+# Open gaps a planning prompt gets, oldest first, ahead of the evaluator's own gaps and directions: an adaptive
+# branch's children (workers/pipeline/plan.py) and a gap-filling round (workers/pipeline/review.py). Five, the cap
+# both had: the oldest gaps are the ones no branch has closed for longest, and a planner asked for a handful of
+# queries cannot cover more, while more would crowd out the parent's own gaps and directions in the focus list.
+MAX_MEMORY_GAPS = 5
 # Anything that is not a letter or a digit separates words; "Cost: 5 %" and "cost 5%" are one key.
 _NOT_WORD = re.compile(r"[\W_]+")
 
@@ -21,6 +26,6 @@ def memory_key(text: str) -> str:
 
 
 def open_gaps(research_id: Any) -> list[str]:
-    """The research's open gaps, oldest first: what planning should close before anything else."""
+    """The research's open gaps, oldest first, at most MAX_MEMORY_GAPS: what planning should close first."""
     rows = MemoryItem.objects.filter(research_id=research_id, kind=MemoryKind.GAP, closed=False).order_by("id")
-    return list(rows.values_list("text", flat=True))
+    return list(rows.values_list("text", flat=True)[:MAX_MEMORY_GAPS])

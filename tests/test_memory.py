@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connection
 
-from research.memory import memory_key, open_gaps
+from research.memory import MAX_MEMORY_GAPS, memory_key, open_gaps
 from research.models import (
     Document,
     Event,
@@ -181,6 +181,17 @@ def test_an_answered_gap_is_closed_and_leaves_planning(db, user, research_model)
     assert snapshot["memory"]["insights"]
     last = Event.objects.filter(research=research, type=EventType.MEMORY_UPDATED).order_by("-seq").first()
     assert last.data["closed"] == 1
+
+
+def test_planning_gets_the_oldest_open_gaps_up_to_the_cap(db, user) -> None:
+    # given more open gaps than planning takes, the oldest of them closed
+    research = _research(user)
+    texts = [f"Nobody measured gap {n}." for n in range(MAX_MEMORY_GAPS + 3)]
+    store(research.pk, None, [NewItem(MemoryKind.GAP, text, []) for text in texts], [])
+    oldest = MemoryItem.objects.filter(research=research, kind=MemoryKind.GAP).order_by("id").first()
+    store(research.pk, None, [], [oldest.pk])
+    # then planning (a branch's children, a gap round) reads the oldest open ones, at most MAX_MEMORY_GAPS
+    assert open_gaps(research.pk) == texts[1 : MAX_MEMORY_GAPS + 1]
 
 
 def test_nothing_lands_in_a_cancelled_research(db, user, research_model) -> None:

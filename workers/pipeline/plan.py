@@ -8,11 +8,10 @@ from django.utils import timezone
 from research import dispatch
 from research.events import record_event
 from research.lifecycle import fail_research
+from research.memory import open_gaps
 from research.models import (
     EventType,
     FollowUpQuestion,
-    MemoryItem,
-    MemoryKind,
     QueryStatus,
     Research,
     ResearchMode,
@@ -30,9 +29,6 @@ from workers.pipeline.lifecycle import running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
 
 log = logging.getLogger(__name__)
-
-# Open gaps of the research memory put first into an adaptive branch's planning prompt.
-MAX_MEMORY_GAPS = 5
 
 
 def plan_queries(research_id: str, parent_id: int | None, task_id: str | None = None) -> None:
@@ -149,9 +145,8 @@ def planning_focus(research: Research, parent: SerpQuery | None) -> list[str]:
     answered yet), then the gaps and directions the evaluator named for the parent. None in fixed mode."""
     if research.mode != ResearchMode.ADAPTIVE or parent is None:
         return []
-    open_gaps = MemoryItem.objects.filter(research_id=research.pk, kind=MemoryKind.GAP, closed=False).order_by("pk")
     items = [
-        *open_gaps.values_list("text", flat=True)[:MAX_MEMORY_GAPS],
+        *open_gaps(research.pk),
         *(parent.gaps or []),
         *(parent.directions or []),
     ]

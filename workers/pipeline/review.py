@@ -21,12 +21,11 @@ from django.utils import timezone
 from research import dispatch
 from research.dispatch import QUEUED
 from research.events import record_event
+from research.memory import open_gaps
 from research.models import (
     EventType,
     Extract,
     FollowUpQuestion,
-    MemoryItem,
-    MemoryKind,
     QueryStatus,
     Research,
     ResearchMode,
@@ -192,8 +191,7 @@ def _cover(research: Research, engine: str) -> None:
         evaluation, _, _ = engine_for(engine).evaluate_research(research.prompt, answers, rounds, learnings)
     planned = []
     if evaluation.score < threshold:
-        open_gaps = MemoryItem.objects.filter(research_id=research.pk, kind=MemoryKind.GAP, closed=False)
-        focus = distinct([*open_gaps.order_by("pk").values_list("text", flat=True)[:5], *evaluation.gaps])
+        focus = distinct([*open_gaps(research.pk), *evaluation.gaps])
         with charged_to(research.pk):
             planned, _, _ = engine_for(engine).plan_queries(
                 research.prompt, answers, [], gap_round_queries(research.breadth or 1), focus=focus
