@@ -146,11 +146,11 @@ def test_fetch_page_refuses_pages_without_text(
 # --- HTTP failures, types, redirects ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("code", "transient"), [(404, False), (403, False), (500, True), (503, True), (429, True)])
-def test_fetch_page_http_error_keeps_status(web: FakeWeb, fetch: Fetch, code: int, transient: bool) -> None:
+@pytest.mark.parametrize("code", [404, 403, 500, 503, 429])
+def test_fetch_page_http_error_keeps_status(web: FakeWeb, fetch: Fetch, code: int) -> None:
     error = fetch_error(fetch, f"{web.url}/status/{code}")
 
-    assert (error.reason, error.status_code, error.transient) == ("http_error", code, transient)
+    assert (error.reason, error.status_code) == ("http_error", code)
 
 
 @pytest.mark.parametrize("path", ["/binary", "/image.png", "/no-content-type"])
@@ -182,7 +182,7 @@ def test_fetch_page_refuses_pdfs_past_the_page_or_byte_limit(web: FakeWeb, fetch
     large = fetch_error(fetch, web.url + "/pdf?pages=3", max_bytes=1000)
 
     assert (many.reason, many.message) == ("too_many_pages", "the PDF has 6 pages, over the limit of 5")
-    assert large.reason == "too_large" and not large.transient
+    assert large.reason == "too_large"
     assert fetch(web.url + "/pdf?pages=5", max_pdf_pages=5).text.count("Page ") == 5
 
 
@@ -222,7 +222,6 @@ def test_fetch_page_stops_redirect_loops(web: FakeWeb, fetch: Fetch, path: str, 
     error = fetch_error(fetch, web.url + path, max_redirects=max_redirects)
 
     assert error.reason == "too_many_redirects"
-    assert not error.transient
 
 
 # --- time and size limits -----------------------------------------------------------------------------------
@@ -233,7 +232,7 @@ def test_fetch_page_slow_headers_hit_the_deadline(web: FakeWeb, fetch: Fetch) ->
 
     error = fetch_error(fetch, web.url + "/slow?seconds=5", deadline=0.5)
 
-    assert error.reason == "timeout" and error.transient
+    assert error.reason == "timeout"
     assert time.monotonic() - started < 1.5
 
 
@@ -261,7 +260,7 @@ def test_fetch_page_refuses_declared_oversize_body_unread(web: FakeWeb, fetch: F
 
     error = fetch_error(fetch, web.url + "/huge?mb=50&length=1", max_bytes=MB)
 
-    assert error.reason == "too_large" and not error.transient
+    assert error.reason == "too_large"
     assert time.monotonic() - started < 1.0
 
 
@@ -335,7 +334,6 @@ def test_fetch_page_blocks_private_targets_without_connecting(
     error = fetch_error(fetch, template.format(port=canary.port))
 
     assert error.reason == reason
-    assert not error.transient
     assert canary.hits == 0
 
 
@@ -529,12 +527,7 @@ def test_normalize_allowed_endpoints() -> None:
 def test_fetch_error_pickles_for_celery() -> None:
     error = pickle.loads(pickle.dumps(FetchError("http_error", "HTTP 503", status_code=503)))
 
-    assert (error.reason, error.message, error.status_code, error.transient) == (
-        "http_error",
-        "HTTP 503",
-        503,
-        True,
-    )
+    assert (error.reason, error.message, error.status_code) == ("http_error", "HTTP 503", 503)
     assert str(error) == "http_error: HTTP 503"
 
 

@@ -74,17 +74,6 @@ class FetchError(Exception):
     def __str__(self) -> str:
         return f"{self.reason}: {self.message}"
 
-    @property
-    def transient(self) -> bool:
-        """Whether the same fetch might work later: timeouts, connection failures, 5xx and 429."""
-        if self.reason in ("timeout", "connection"):
-            return True
-        return (
-            self.reason == "http_error"
-            and self.status_code is not None
-            and (self.status_code >= 500 or self.status_code == 429)
-        )
-
 
 @dataclass(frozen=True)
 class FetchedPage:
