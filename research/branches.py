@@ -190,7 +190,7 @@ def retry_query(research: Research, query_id: int) -> SerpQuery:
             EventType.QUERY_RETRIED,
             {"query_id": query.pk, "query": query.query, "retries": query.retries + 1, "was": query.status},
         )
-        dispatch.queue_each_on_commit(dispatch.SEARCH, [query.pk], locked.pk)
+        dispatch.SEARCH.each_on_commit([query.pk], locked.pk)
     query.refresh_from_db()
     return query
 

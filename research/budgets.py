@@ -174,7 +174,7 @@ def finish_stop(research_id: Any) -> None:
             .exclude(stop_reason="")
             .update(pending_queries=0, claimed_at=timezone.now(), claimed_by=QUEUED)
         ):
-            dispatch.queue_on_commit(dispatch.REPORT, str(research_id))
+            dispatch.REPORT.on_commit(str(research_id))
 
 
 def half_stopped() -> list[Any]:

@@ -1,13 +1,16 @@
-"""Queue a research step by its Celery task name, now or once the current transaction commits.
+"""Queue a research step, now or once the current transaction commits.
 
-The services and the pipeline name the next step here instead of importing `workers.tasks`, which imports the
-pipeline: imports then go one way only. A step queued on commit is lost with a rolled-back transaction, as it
-must be, and a publish that fails after the commit is left to the sweeper, which re-queues rows whose lease ran
-out (robust=True keeps such a failure from raising into the code that committed).
+Every step has an address here (a `StepRef`): the services and the pipeline queue the next step through it. A
+step queued on commit is lost with a rolled-back transaction, as it must be, and a publish that fails after the
+commit is left to the sweeper, which re-queues rows whose lease ran out (robust=True keeps such a failure from
+raising into the code that committed).
 """
 
+from __future__ import annotations
+
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec
 
 from celery import Task
 from django.conf import settings
@@ -16,19 +19,52 @@ from django.db import connection, transaction
 from research.models import QueryStatus, Research, ResearchMode, SerpQuery, Website, WebsiteStatus
 from researchsite.celery import app
 
+P = ParamSpec("P")
+
+
+@dataclass(frozen=True)
+class StepRef(Generic[P]):
+    """A step's address: the name of its Celery task and the arguments it takes (P). The services and the pipeline
+    queue the next step through these, typed, instead of importing `workers.tasks`, which imports the pipeline:
+    imports then go one way only. What runs at the address, the row it leases, its failure handler, its queue and
+    how the sweeper finds it lapsed are declared once, in the step registry (workers/steps.py)."""
+
+    name: str
+
+    def now(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        """Publish the step now."""
+        _positional_only(kwargs)
+        queue(self.name, *args)
+
+    def on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        """Publish the step once the current transaction commits (at once outside a transaction)."""
+        _positional_only(kwargs)
+        queue_on_commit(self.name, *args)
+
+    def each_on_commit(self: StepRef[[int]], ids: Iterable[int], research_id: Any) -> None:
+        """One step per row id of the research's tree, published on commit at the research's backlog priority."""
+        queue_each_on_commit(self.name, ids, research_id)
+
+
+def _positional_only(kwargs: dict[str, Any]) -> None:
+    if kwargs:  # a step's message carries its arguments in order: its row's id first
+        raise TypeError(f"a step takes positional arguments only, not {sorted(kwargs)}")
+
+
 # The follow-up questions of a draft: written by a worker, never inside a web request (a model may take minutes).
-FOLLOWUPS = "workers.tasks.generate_followups_task"
-START = "workers.tasks.start_research_task"
-PLAN = "workers.tasks.plan_queries_task"
-SEARCH = "workers.tasks.run_query_task"
-SCRAPE = "workers.tasks.scrape_website_task"
-ANALYZE = "workers.tasks.analyze_website_task"
-REPORT = "workers.tasks.write_report_task"
+FOLLOWUPS: StepRef[[str]] = StepRef("workers.tasks.generate_followups_task")
+START: StepRef[[str]] = StepRef("workers.tasks.start_research_task")
+# A research's top-level queries (parent None) or a finished query's children.
+PLAN: StepRef[[str, int | None]] = StepRef("workers.tasks.plan_queries_task")
+SEARCH: StepRef[[int]] = StepRef("workers.tasks.run_query_task")
+SCRAPE: StepRef[[int]] = StepRef("workers.tasks.scrape_website_task")
+ANALYZE: StepRef[[int]] = StepRef("workers.tasks.analyze_website_task")
+REVIEW: StepRef[[int]] = StepRef("workers.tasks.review_query_task")
+COVERAGE: StepRef[[str]] = StepRef("workers.tasks.evaluate_coverage_task")
+REPORT: StepRef[[str]] = StepRef("workers.tasks.write_report_task")
 # The report's sections, each a step of its own on the normal queue, and their assembly once all are written.
-SECTION = "workers.tasks.write_section_task"
-ASSEMBLE = "workers.tasks.assemble_report_task"
-REVIEW = "workers.tasks.review_query_task"
-COVERAGE = "workers.tasks.evaluate_coverage_task"
+SECTION: StepRef[[int]] = StepRef("workers.tasks.write_section_task")
+ASSEMBLE: StepRef[[str]] = StepRef("workers.tasks.assemble_report_task")
 
 # `claimed_by` of a row handed on to its step's task (by the step before it, or by the sweeper); with the empty
 # value of a row never claimed, these mark a step waiting in the queue: no worker holds it yet.
@@ -55,7 +91,7 @@ def queue_on_commit(task_name: str, *args: Any) -> None:
     transaction.on_commit(lambda: queue(task_name, *args), robust=True)
 
 
-def tree_finished_step(research_id: Any) -> str:
+def tree_finished_step(research_id: Any) -> StepRef[[str]]:
     """The step that follows the last query counted off: in adaptive mode, while gap-filling rounds remain, a
     research that no budget stopped and that no evaluation found good enough yet has its coverage evaluated
     first; otherwise the report. Every place that counts the last query off (and the sweeper) asks here."""
@@ -77,7 +113,7 @@ def tree_finished_step(research_id: Any) -> str:
 def queue_tree_finished_on_commit(research_id: Any) -> None:
     """Queue, on commit, what follows the last query counted off (its lease, the research row's, handed on by
     the caller)."""
-    queue_on_commit(tree_finished_step(research_id), str(research_id))
+    tree_finished_step(research_id).on_commit(str(research_id))
 
 
 def queue_each_on_commit(task_name: str, ids: Iterable[Any], research_id: Any) -> None:

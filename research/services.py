@@ -85,7 +85,7 @@ def create_draft(owner: Any, prompt: str, num_questions: int) -> Research:
             claimed_by=dispatch.QUEUED,
         )
         record_event(research.pk, EventType.GENERATING_FOLLOWUPS, {"num_questions": num_questions})
-        dispatch.queue_on_commit(dispatch.FOLLOWUPS, str(research.pk))
+        dispatch.FOLLOWUPS.on_commit(str(research.pk))
     return research
 
 
@@ -158,7 +158,7 @@ def start_research(
             report_words=words,
         ):
             raise NotStartable("research was started already", "research_id")
-        dispatch.queue_on_commit(dispatch.START, str(research.pk))
+        dispatch.START.on_commit(str(research.pk))
 
 
 def check_startable(research: Research) -> None:
@@ -292,7 +292,7 @@ def report_what_was_found(research: Research) -> None:
             claimed_by=QUEUED,
         )
         record_event(locked.pk, EventType.REPORT_REQUESTED, {"by": "user", "was": ResearchStatus.CANCELLED})
-        dispatch.queue_on_commit(dispatch.REPORT, str(locked.pk))
+        dispatch.REPORT.on_commit(str(locked.pk))
 
 
 def default_engine() -> str:

@@ -17,13 +17,13 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection, connections
 from django.utils import timezone
 
+from devtools.fakes import FakeLLM
+from devtools.fakes.behaviours import ResearchModel
 from devtools.processes import wait_until
 from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool, process_env
 from research import dispatch, services
 from research.models import Event, FollowUpQuestion, LlmCall, Research, ResearchStatus
 from researchsite.asgi import application
-from tests.fakes import FakeLLM
-from tests.fakes.behaviours import ResearchModel
 from tests.support.e2e import WORKER_ENV, settle, wait_finished
 from tests.support.logins import login, session_cookie
 from tests.support.private_services import PrivateRedis
@@ -264,7 +264,7 @@ def test_duplicate_deliveries_of_the_task_store_the_questions_once(
     assert response.status_code == 202, response.content
     research_id = response.json()["research_id"]
     for _ in range(2):
-        dispatch.queue(dispatch.FOLLOWUPS, research_id)
+        dispatch.FOLLOWUPS.now(research_id)
     # when every delivery has run
     wait_until(lambda: len(stored_questions(research_id)) == 3, timeout=30, message="the questions")
     settle(redis_conn)

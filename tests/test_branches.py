@@ -77,12 +77,12 @@ def test_cancel_stops_the_branch_and_counts_its_subtree_off(api, published, tree
     assert response.json() == {"query_id": q1.pk, "cancelled": [q1.pk, c1.pk]}
     assert set(SerpQuery.objects.filter(pk__in=[q1.pk, c1.pk]).values_list("status", flat=True)) == {"cancelled"}
     assert Website.objects.get(query=c1).status == WebsiteStatus.CANCELLED
-    assert pending(research) == 2 and REPORT not in published
+    assert pending(research) == 2 and REPORT.name not in published
     event = Event.objects.get(research=research, type="query_cancelled")
     assert event.data["query_id"] == q1.pk and event.data["cancelled"] == [q1.pk, c1.pk]
     # when the other top-level query is cancelled too, its unplanned child goes with it: the report is queued
     assert cancel(api, research.pk, q2.pk).json()["cancelled"] == [q2.pk]
-    assert pending(research) == 0 and REPORT in published
+    assert pending(research) == 0 and REPORT.name in published
     snapshot = build_snapshot(research.pk)
     validate_snapshot(snapshot)
     assert snapshot["progress"]["queries_cancelled"] == 3 and snapshot["progress"]["queries_planned"] == 2
@@ -110,7 +110,7 @@ def test_retry_refusals(api, stranger, published, tree) -> None:
     assert retry(api, research.pk, c1.pk).status_code == 409  # its parent was cancelled: retry that one
     Research.objects.filter(pk=research.pk).update(stop_reason="token_budget")
     assert retry(api, research.pk, q1.pk).status_code == 409  # a budget stopped the research
-    assert SEARCH not in published
+    assert SEARCH.name not in published
 
 
 def test_retry_while_running_puts_the_branch_back(api, published, tree) -> None:
@@ -124,7 +124,7 @@ def test_retry_while_running_puts_the_branch_back(api, published, tree) -> None:
     assert response.json() == {"query_id": q1.pk, "status": "pending", "retries": 1}
     retried = SerpQuery.objects.get(pk=q1.pk)
     assert (retried.status, retried.retries, retried.children_planned) == ("pending", 1, False)
-    assert pending(research) == before + 2 and SEARCH in published
+    assert pending(research) == before + 2 and SEARCH.name in published
     assert SerpQuery.objects.get(pk=c1.pk).status == QueryStatus.CANCELLED
     assert retry(api, research.pk, q1.pk).status_code == 409  # already being retried
     assert Event.objects.filter(research=research, type="query_retried").count() == 1

@@ -6,10 +6,10 @@ import time
 import pytest
 
 from devtools.processes import wait_until
+from research import dispatch
 from research.models import Document, Event, ReportSection, Research, ResearchStatus, SerpQuery
 from research.planning import total_queries
 from tests.support.e2e import start_research, wait_finished
-from workers import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,7 +60,7 @@ def test_report_task_delivered_again_while_it_runs_writes_once(api, workers, res
     wait_until(lambda: status(research_id) == ResearchStatus.REPORTING)
     # when the report task is delivered three more times meanwhile
     for _ in range(3):
-        tasks.write_report_task.delay(research_id)
+        dispatch.REPORT.now(research_id)
     research = wait_finished(research_id)
     time.sleep(1)  # let the late deliveries run out
     # then one outline, one model call per section, one start, one report

@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from research import dispatch
 from research.models import Document, Event, ReportSection, Research, ResearchStatus, SerpQuery, Website
 from research.planning import total_queries
 from tests.support.e2e import settle, start_research, wait_finished
-from workers import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,20 +45,20 @@ def test_duplicate_deliveries_change_nothing(api, workers, research_model, redis
     deadlocks_before = deadlocks()
     research_id = start_research(api, 3, 2)
     while Research.objects.get(pk=research_id).status not in ("completed", "failed"):
-        tasks.start_research_task.delay(research_id)
-        tasks.plan_queries_task.delay(research_id, None)
-        tasks.write_report_task.delay(research_id)
-        tasks.evaluate_coverage_task.delay(research_id)
+        dispatch.START.now(research_id)
+        dispatch.PLAN.now(research_id, None)
+        dispatch.REPORT.now(research_id)
+        dispatch.COVERAGE.now(research_id)
         for query_id in SerpQuery.objects.filter(research_id=research_id).values_list("pk", flat=True):
-            tasks.run_query_task.delay(query_id)
-            tasks.plan_queries_task.delay(research_id, query_id)
-            tasks.review_query_task.delay(query_id)
+            dispatch.SEARCH.now(query_id)
+            dispatch.PLAN.now(research_id, query_id)
+            dispatch.REVIEW.now(query_id)
         for website_id in Website.objects.filter(research_id=research_id).values_list("pk", flat=True):
-            tasks.scrape_website_task.delay(website_id)
-            tasks.analyze_website_task.delay(website_id)
+            dispatch.SCRAPE.now(website_id)
+            dispatch.ANALYZE.now(website_id)
         for section_id in ReportSection.objects.filter(research_id=research_id).values_list("pk", flat=True):
-            tasks.write_section_task.delay(section_id)
-            tasks.assemble_report_task.delay(research_id)
+            dispatch.SECTION.now(section_id)
+            dispatch.ASSEMBLE.now(research_id)
         time.sleep(0.3)
     research = wait_finished(research_id)
     settle(redis_conn, timeout=300)  # let the duplicates drain before the tables are flushed

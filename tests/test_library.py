@@ -9,7 +9,7 @@ from django.utils import timezone
 from research import services
 from research.models import Event, Research, ResearchStatus, SerpQuery
 from tests.support.factories import build_tree, running_research
-from workers.pipeline import recovery
+from workers import steps
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +84,7 @@ def test_drafts_never_started_expire_and_nothing_else_does(user, settings, publi
     finished = build_tree(user, 1, 1)
     Research.objects.filter(pk__in=[stale_draft.pk, stale_answers.pk, finished.pk]).update(created_at=old)
     # when the sweeper runs
-    done = recovery.sweep()
+    done = steps.sweep()
     # then the two stale drafts are gone; the fresh draft and the old finished research stay
     assert done.get("drafts_expired") == 2
     assert set(Research.objects.values_list("title", flat=True)) == {"new", finished.title}

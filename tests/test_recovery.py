@@ -9,7 +9,7 @@ from research.models import Document, Event, QueryStatus, Research, ResearchStat
 from tests.support.factories import running_research
 from workers.pipeline.heartbeat import Heartbeat
 from workers.pipeline.lifecycle import start_research
-from workers.pipeline.recovery import sweep
+from workers.steps import sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,8 @@ from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQu
 from tests.support.factories import running_research
 from workers.errors import ResearchStopped
 from workers.pipeline import progress, review
-from workers.pipeline.recovery import sweep
 from workers.pipeline.tree_writes import tree_transaction
+from workers.steps import sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

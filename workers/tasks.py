@@ -1,4 +1,5 @@
-"""Celery tasks: thin wrappers that take a row id and hand off to a pipeline function.
+"""Celery tasks: one per step of the registry (workers/steps.py), each a thin wrapper that takes a row id and
+hands off to its pipeline function.
 
 Each task is safe to run twice or to be killed mid-way: the pipeline claims rows with conditional updates and
 commits results and follow-on work together. Transient errors the clients could not ride out are retried here
@@ -18,9 +19,10 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 from django.db.models import Model
 
-from research.models import ReportSection, Research, SerpQuery, Website
+from researchsite.celery import app
 from workers.errors import ResearchStopped, TransientError
-from workers.pipeline import analyze, followups, heartbeat, lifecycle, plan, recovery, report, review, scrape, search
+from workers.pipeline import heartbeat
+from workers.steps import REGISTRY, Step, sweep
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,8 @@ class ResearchTask(Task):
         return settings.TASK_MAX_RETRIES
 
     def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
-        handler = FAILURE_HANDLERS.get(self.name)
+        step = REGISTRY.get(self.name)
+        handler = step.failed if step else None
         if handler is None or isinstance(exc, INFRASTRUCTURE_ERRORS):
             return  # infrastructure failed, not the step: the sweeper re-queues it once it is back
         try:
@@ -66,120 +69,40 @@ class ResearchTask(Task):
             log.exception("failure handler of %s failed", self.name)
 
 
-@shared_task(base=ResearchTask, bind=True)
-def generate_followups_task(self: Task, research_id: str) -> None:
-    """Write and store a draft's follow-up questions, once."""
-    followups.generate_followups(research_id, task_id=self.request.id)
+def register(step: Step) -> Task:
+    """Make a step of the registry a Celery task of its name (adding the step to the registry if it is new)."""
+    REGISTRY[step.name] = step
+
+    def run(self: Task, *args: Any) -> None:
+        if step.takes_task_id:
+            step.run(*args, task_id=self.request.id)
+        else:
+            step.run(*args)
+
+    run.__doc__ = step.run.__doc__
+    return app.task(run, name=step.name, base=ResearchTask, bind=True)
 
 
-@shared_task(base=ResearchTask, bind=True)
-def start_research_task(self: Task, research_id: str) -> None:
-    """Move a queued research to running and queue the planning of its top-level queries."""
-    lifecycle.start_research(research_id)
-
-
-@shared_task(base=ResearchTask, bind=True)
-def plan_queries_task(self: Task, research_id: str, parent_id: int | None) -> None:
-    """Write the top-level queries (parent None) or a finished query's children."""
-    plan.plan_queries(research_id, parent_id, task_id=self.request.id)
-
-
-@shared_task(base=ResearchTask, bind=True)
-def run_query_task(self: Task, query_id: int) -> None:
-    """Search one query and queue its websites."""
-    search.run_query(query_id, task_id=self.request.id)
-
-
-@shared_task(base=ResearchTask, bind=True)
-def scrape_website_task(self: Task, website_id: int) -> None:
-    """Fetch one website's page (once per URL per research) and queue its analysis."""
-    scrape.scrape_website(website_id)
-
-
-@shared_task(base=ResearchTask, bind=True)
-def analyze_website_task(self: Task, website_id: int) -> None:
-    """Extract facts and verified quotes from one website for its query's objective."""
-    analyze.analyze_website(website_id, task_id=self.request.id)
-
-
-@shared_task(base=ResearchTask, bind=True)
-def review_query_task(self: Task, query_id: int) -> None:
-    """Update the memory with a query's branch, evaluate it (adaptive mode), finish it and decide its children."""
-    review.review_query(query_id, task_id=self.request.id)
-
-
-@shared_task(base=ResearchTask, bind=True)
-def evaluate_coverage_task(self: Task, research_id: str) -> None:
-    """Every branch stopped (adaptive mode): add a round of gap-filling branches, or hand on to the report."""
-    review.evaluate_coverage(research_id, task_id=self.request.id)
-
-
-@shared_task(base=ResearchTask, bind=True)
-def write_report_task(self: Task, research_id: str) -> None:
-    """Write, verify and store the report, once."""
-    report.write_report(research_id, task_id=self.request.id)
-
-
-@shared_task(base=ResearchTask, bind=True)
-def write_section_task(self: Task, section_id: int) -> None:
-    """Write, verify and store one section of the report, once; the last one queues the assembly."""
-    report.write_section(section_id, task_id=self.request.id)
-
-
-@shared_task(base=ResearchTask, bind=True)
-def assemble_report_task(self: Task, research_id: str) -> None:
-    """Every section written: assemble, verify and store the report, once, and complete the research."""
-    report.assemble_report(research_id, task_id=self.request.id)
+TASKS: dict[str, Task] = {name: register(step) for name, step in list(REGISTRY.items())}
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_task() -> dict[str, int]:
     """Re-queue work whose lease ran out (run by Celery beat every SWEEP_INTERVAL seconds)."""
-    return recovery.sweep()
+    return sweep()
 
 
-FAILURE_HANDLERS = {
-    generate_followups_task.name: followups.followups_failed,
-    start_research_task.name: lifecycle.start_failed,
-    plan_queries_task.name: plan.planning_failed,
-    run_query_task.name: search.search_failed,
-    scrape_website_task.name: scrape.scrape_failed,
-    analyze_website_task.name: analyze.analysis_failed,
-    review_query_task.name: review.review_failed,
-    evaluate_coverage_task.name: review.coverage_failed,
-    write_report_task.name: report.report_failed,
-    write_section_task.name: report.section_failed,
-    assemble_report_task.name: report.report_failed,
-}
-
-
-# The row each step works on, from its task's arguments: a worker that receives the message reserves it.
-STEP_ROWS = {
-    generate_followups_task.name: lambda research_id: (Research, research_id),
-    start_research_task.name: lambda research_id: (Research, research_id),
-    plan_queries_task.name: lambda research_id, parent_id: (
-        (SerpQuery, parent_id) if parent_id is not None else (Research, research_id)
-    ),
-    run_query_task.name: lambda query_id: (SerpQuery, query_id),
-    scrape_website_task.name: lambda website_id: (Website, website_id),
-    analyze_website_task.name: lambda website_id: (Website, website_id),
-    review_query_task.name: lambda query_id: (SerpQuery, query_id),
-    evaluate_coverage_task.name: lambda research_id: (Research, research_id),
-    write_report_task.name: lambda research_id: (Research, research_id),
-    write_section_task.name: lambda section_id: (ReportSection, section_id),
-    assemble_report_task.name: lambda research_id: (Research, research_id),
-}
 _reserved: dict[str, tuple[type[Model], Any]] = {}
 
 
 @task_received.connect
 def reserve_step(request: Any = None, **kwargs: Any) -> None:
     """A message this worker took from the queue, started or not, holds its row's lease (heartbeat.reserve)."""
-    row_of = STEP_ROWS.get(request.name)
-    if row_of is None:
+    step = REGISTRY.get(request.name)
+    if step is None:
         return
     try:
-        model, pk = row_of(*request.args)
+        model, pk = step.row(*request.args)
         if heartbeat.reserve(model, pk, request.id):
             _reserved[request.id] = (model, pk)
     except DatabaseError:

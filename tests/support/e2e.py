@@ -29,6 +29,8 @@ WORKER_ENV = {
     "LLM_RATE_LIMIT": "500",
     "SEARCH_RATE_LIMIT": "500",
     "SCRAPE_PER_HOST_CONCURRENCY": "32",
+    # A step registered by a module of its own (tests/test_step_registry.py).
+    "CELERY_IMPORTS": "tests.support.dummy_step",
 }
 
 

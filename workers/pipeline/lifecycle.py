@@ -39,7 +39,7 @@ def start_research(research_id: str) -> None:
             EventType.RESEARCH_STARTED,
             {"breadth": research.breadth, "depth": research.depth, "queries_planned": planned},
         )
-        dispatch.queue_on_commit(dispatch.PLAN, research_id, None)
+        dispatch.PLAN.on_commit(research_id, None)
 
 
 def start_failed(research_id: Any, error: BaseException) -> None:

@@ -72,9 +72,7 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
     focus = planning_focus(research, parent)
     extra = {"focus": focus} if focus else {}
     with charged_to(research.pk):
-        planned, _, _ = engine_for(research.engine).plan_queries(
-            research.prompt, answers, _ancestors(parent), count, **extra
-        )
+        planned = engine_for(research.engine).plan_queries(research.prompt, answers, _ancestors(parent), count, **extra)
 
     with transaction.atomic():
         offset = _lock_parent(parent, research.breadth or 1)
@@ -137,7 +135,7 @@ def _store(research: Research, parent: SerpQuery | None, planned: list, depth: i
                     "objective": query.objective,
                 },
             )
-        dispatch.queue_each_on_commit(dispatch.SEARCH, [query.pk for query in created], research.pk)
+        dispatch.SEARCH.each_on_commit([query.pk for query in created], research.pk)
 
 
 def planning_focus(research: Research, parent: SerpQuery | None) -> list[str]:

@@ -111,7 +111,7 @@ def query_to_review(query_id: int, from_statuses: list[str]) -> bool:
         status=QueryStatus.REVIEWING, claimed_at=timezone.now(), claimed_by=QUEUED, attempts=0
     )
     if changed:
-        dispatch.queue_on_commit(dispatch.REVIEW, query_id)
+        dispatch.REVIEW.on_commit(query_id)
     return bool(changed)
 
 
@@ -146,7 +146,7 @@ def query_finished(
     elif depth < (research_depth or 0):
         # The query's lease now stands for the planning of its children, handed on to its task.
         SerpQuery.objects.filter(pk=query_id).update(claimed_at=now, claimed_by=QUEUED)
-        dispatch.queue_on_commit(dispatch.PLAN, str(research_id), query_id)
+        dispatch.PLAN.on_commit(str(research_id), query_id)
     tally = open_tally(research_id)
     if tally is not None:
         tally.queries_finished += counted  # the tree transaction's end counts them off; at zero, the report

@@ -6,12 +6,13 @@ re-queued here. Taking the new lease is a conditional UPDATE, so concurrent swee
 lease, and tasks skip rows that are done, so work already stored is never redone. A row still unfinished after
 MAX_ATTEMPTS claims is failed with the reason, as its kind of failure demands (docs/reliability.md).
 
-One function per kind of row; each returns what it did, as counts by kind.
+Each step of the registry (workers/steps.py) names the functions here that find it lapsed (`lapsed_*`); the
+housekeeping that belongs to no step runs first. Each records what it did in the sweep's counts, by kind.
 """
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -99,8 +100,12 @@ class Sweep:
         )
 
 
-def sweep() -> dict[str, int]:
-    """One pass over all unfinished work; returns what it did, by kind."""
+Finder = Callable[[Sweep], None]
+
+
+def sweep(finders: Iterable[Finder]) -> dict[str, int]:
+    """One pass over all unfinished work: the housekeeping, then each step's `finders` (from the step registry);
+    returns what it did, by kind."""
     now = timezone.now()
     state = Sweep(
         now,
@@ -109,22 +114,8 @@ def sweep() -> dict[str, int]:
         Counter(),
         broker_idle(),
     )
-    for step in (
-        _stop_ended,
-        _check_budgets,
-        _drafts,
-        _expired_drafts,
-        _queued,
-        _top_planning,
-        _reports,
-        _stuck_reports,
-        _report_sections,
-        _searches,
-        _reviews,
-        _child_planning,
-        _websites,
-    ):
-        step(state)
+    for find in (*HOUSEKEEPING, *finders):
+        find(state)
     if state.done:
         log.warning("sweep re-queued or failed: %s", dict(state.done))
     return dict(state.done)
@@ -170,7 +161,7 @@ def _check_budgets(state: Sweep) -> None:
             state.done["budget_stop"] += 1
 
 
-def _drafts(state: Sweep) -> None:
+def lapsed_followups(state: Sweep) -> None:
     """A draft whose follow-up questions' worker died or whose message was lost: queued again; past MAX_ATTEMPTS
     it fails, as a model that cannot write them does. Drafts made before the questions became a step of their own
     were never handed on (no `claimed_at`): they are left as they are."""
@@ -182,7 +173,7 @@ def _drafts(state: Sweep) -> None:
             research,
             "followups",
             lambda error, pk=research.pk: followups.followups_failed(pk, error),
-            lambda pk=str(research.pk): dispatch.queue(dispatch.FOLLOWUPS, pk),
+            lambda pk=str(research.pk): dispatch.FOLLOWUPS.now(pk),
             f"no follow-up questions after {research.attempts} attempts",
             status=ResearchStatus.DRAFT,
         )
@@ -195,14 +186,14 @@ def _expired_drafts(state: Sweep) -> None:
         state.done["drafts_expired"] += deleted
 
 
-def _queued(state: Sweep) -> None:
+def lapsed_starts(state: Sweep) -> None:
     """A research waiting for a worker to start it: queued again, never failed (queue time is no attempt)."""
     for research in Research.objects.filter(state.due(), status=ResearchStatus.QUEUED):
         state.retry_or_fail(
             research,
             "start",
             lambda error, pk=research.pk: lifecycle.start_failed(pk, error),
-            lambda pk=str(research.pk): dispatch.queue(dispatch.START, pk),
+            lambda pk=str(research.pk): dispatch.START.now(pk),
             f"it was taken up {research.attempts} times and never started",
             status=ResearchStatus.QUEUED,
         )
@@ -212,40 +203,50 @@ def _running(state: Sweep) -> QuerySet:
     return Research.objects.filter(state.due(), status=ResearchStatus.RUNNING)
 
 
-def _top_planning(state: Sweep) -> None:
+def lapsed_top_planning(state: Sweep) -> None:
     for research in _running(state).exclude(Exists(SerpQuery.objects.filter(research=OuterRef("pk"), depth=1))):
         state.retry_or_fail(
             research,
             "plan_top",
             lambda error, pk=str(research.pk): plan.planning_failed(pk, None, error),
-            lambda pk=str(research.pk): dispatch.queue(dispatch.PLAN, pk, None),
+            lambda pk=str(research.pk): dispatch.PLAN.now(pk, None),
             f"no top-level queries after {research.attempts} attempts",
             status=ResearchStatus.RUNNING,
         )
 
 
-def _reports(state: Sweep) -> None:
-    """Every query counted off and nothing under way: the report, or first (adaptive mode) the coverage
-    evaluation, whichever the research is due (research/dispatch.py tree_finished_step)."""
+def lapsed_reports(state: Sweep) -> None:
+    """Every query counted off and nothing under way, and the report is what the research is due
+    (research/dispatch.py tree_finished_step)."""
+    _tree_finished(state, dispatch.REPORT, "report", report.report_failed)
+
+
+def lapsed_coverage(state: Sweep) -> None:
+    """Every query counted off and nothing under way, and (adaptive mode) the coverage evaluation is due first."""
+    _tree_finished(state, dispatch.COVERAGE, "coverage evaluation", review.coverage_failed)
+
+
+def _tree_finished(
+    state: Sweep, step: dispatch.StepRef[[str]], what: str, fail: Callable[[str, BaseException], Any]
+) -> None:
     for research in _running(state).filter(pending_queries__lte=0):
-        step = dispatch.tree_finished_step(research.pk)
-        coverage = step == dispatch.COVERAGE
+        if dispatch.tree_finished_step(research.pk) != step:
+            continue
         state.retry_or_fail(
             research,
-            "coverage" if coverage else "report",
-            lambda error, pk=str(research.pk), c=coverage: (review.coverage_failed if c else report.report_failed)(
-                pk, error
-            ),
-            lambda pk=str(research.pk), s=step: dispatch.queue(s, pk),
-            f"no {'coverage evaluation' if coverage else 'report'} after {research.attempts} attempts",
+            "coverage" if step == dispatch.COVERAGE else "report",
+            lambda error, pk=str(research.pk): fail(pk, error),
+            lambda pk=str(research.pk): step.now(pk),
+            f"no {what} after {research.attempts} attempts",
             status=ResearchStatus.RUNNING,
             pending_queries__lte=0,
         )
 
 
-def _stuck_reports(state: Sweep) -> None:
-    """A report writer that died (its lease lapsed): back to running, so the report can be claimed again (and
-    record a new report_writing_start)."""
+def stuck_reports(state: Sweep) -> None:
+    """A report writer that died before it planned the sections (its lease lapsed): back to running, so the
+    report can be claimed again (and record a new report_writing_start). Once the sections are planned they have
+    leases of their own (lapsed_sections), and the assembly its own (lapsed_assembly)."""
     stuck = Research.objects.filter(status=ResearchStatus.REPORTING, claimed_at__lt=state.lease_cutoff).exclude(
         Exists(
             Document.objects.filter(
@@ -253,39 +254,48 @@ def _stuck_reports(state: Sweep) -> None:
             )
         )
     )
-    for research in stuck:
-        if _sections_under_way(state, research):
-            continue
+    for research in stuck.exclude(_has_sections()):
         if research.attempts >= settings.MAX_ATTEMPTS:
             report.report_failed(str(research.pk), RuntimeError(f"no report after {research.attempts} attempts"))
             state.done["report_failed"] += 1
         elif Research.objects.filter(
             pk=research.pk, status=ResearchStatus.REPORTING, claimed_at__lt=state.lease_cutoff
         ).update(status=ResearchStatus.RUNNING, claimed_at=state.now, claimed_by=SWEEPER):
-            dispatch.queue(dispatch.REPORT, str(research.pk))
+            dispatch.REPORT.now(str(research.pk))
             state.done["report_retry"] += 1
 
 
-def _sections_under_way(state: Sweep, research: Research) -> bool:
-    """A report whose outline is planned is not claimed again: its sections have leases of their own
-    (_report_sections), and once all are written the assembly, if it died or its message was lost, is queued again."""
-    sections = ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
-    if not sections.exists():
-        return False
-    if not sections.exclude(status=SectionStatus.WRITTEN).exists():
+def _has_sections() -> Exists:
+    return Exists(ReportSection.objects.filter(research=OuterRef("pk"), version=OuterRef("report_version")))
+
+
+def lapsed_assembly(state: Sweep) -> None:
+    """Every section of the report written, and its assembly's worker died or its message was lost."""
+    unwritten = ReportSection.objects.filter(research=OuterRef("pk"), version=OuterRef("report_version")).exclude(
+        status=SectionStatus.WRITTEN
+    )
+    ready = Research.objects.filter(
+        state.due(), _has_sections(), ~Exists(unwritten), status=ResearchStatus.REPORTING
+    ).exclude(
+        Exists(
+            Document.objects.filter(
+                research=OuterRef("pk"), kind=DocumentKind.REPORT, version=OuterRef("report_version")
+            )
+        )
+    )
+    for research in ready:
         state.retry_or_fail(
             research,
             "assemble",
             lambda error, pk=str(research.pk): report.report_failed(pk, error),
-            lambda pk=str(research.pk): dispatch.queue(dispatch.ASSEMBLE, pk),
+            lambda pk=str(research.pk): dispatch.ASSEMBLE.now(pk),
             f"no report assembled after {research.attempts} attempts",
             failed_kind="report_failed",
             status=ResearchStatus.REPORTING,
         )
-    return True
 
 
-def _report_sections(state: Sweep) -> None:
+def lapsed_sections(state: Sweep) -> None:
     """A report section whose writer died or whose message was lost: queued again; past MAX_ATTEMPTS the
     report fails, as a report that could not be written does."""
     unwritten = [SectionStatus.PENDING, SectionStatus.WRITING]
@@ -300,13 +310,13 @@ def _report_sections(state: Sweep) -> None:
             section,
             "section",
             lambda error, pk=section.pk: report.section_failed(pk, error),
-            lambda pk=section.pk: dispatch.queue(dispatch.SECTION, pk),
+            lambda pk=section.pk: dispatch.SECTION.now(pk),
             f"section “{section.title}” not written after {section.attempts} attempts",
             status__in=unwritten,
         )
 
 
-def _searches(state: Sweep) -> None:
+def lapsed_searches(state: Sweep) -> None:
     searching = [QueryStatus.PENDING, QueryStatus.SEARCHING]
     rows = SerpQuery.objects.filter(state.due(), research__status=ResearchStatus.RUNNING, status__in=searching)
     for query in rows:
@@ -314,13 +324,13 @@ def _searches(state: Sweep) -> None:
             query,
             "query",
             lambda error, pk=query.pk: search.search_failed(pk, error),
-            lambda pk=query.pk: dispatch.queue(dispatch.SEARCH, pk),
+            lambda pk=query.pk: dispatch.SEARCH.now(pk),
             f"no search result after {query.attempts} attempts",
             status__in=searching,
         )
 
 
-def _reviews(state: Sweep) -> None:
+def lapsed_reviews(state: Sweep) -> None:
     """A review whose worker died or whose message was lost: queued again; past MAX_ATTEMPTS the branch is judged
     without a model (review.review_failed), so it still finishes."""
     rows = SerpQuery.objects.filter(state.due(), research__status=ResearchStatus.RUNNING, status=QueryStatus.REVIEWING)
@@ -329,13 +339,13 @@ def _reviews(state: Sweep) -> None:
             query,
             "review",
             lambda error, pk=query.pk: review.review_failed(pk, error),
-            lambda pk=query.pk: dispatch.queue(dispatch.REVIEW, pk),
+            lambda pk=query.pk: dispatch.REVIEW.now(pk),
             f"no review after {query.attempts} attempts",
             status=QueryStatus.REVIEWING,
         )
 
 
-def _child_planning(state: Sweep) -> None:
+def lapsed_child_planning(state: Sweep) -> None:
     unplanned = SerpQuery.objects.filter(
         state.due(),
         research__status=ResearchStatus.RUNNING,
@@ -348,32 +358,45 @@ def _child_planning(state: Sweep) -> None:
             query,
             "plan_children",
             lambda error, q=query: plan.planning_failed(str(q.research_id), q.pk, error),
-            lambda q=query: dispatch.queue(dispatch.PLAN, str(q.research_id), q.pk),
+            lambda q=query: dispatch.PLAN.now(str(q.research_id), q.pk),
             f"no queries under “{query.query}” after {query.attempts} attempts",
             status=QueryStatus.DONE,
             children_planned=False,
         )
 
 
-def _websites(state: Sweep) -> None:
-    rows = Website.objects.filter(
-        state.due(), research__status=ResearchStatus.RUNNING, status__in=UNFINISHED_WEBSITES
-    ).exclude(
+def lapsed_scrapes(state: Sweep) -> None:
+    _websites(state, [WebsiteStatus.PENDING, WebsiteStatus.SCRAPING], "scrape", scrape.scrape_failed, dispatch.SCRAPE)
+
+
+def lapsed_analyses(state: Sweep) -> None:
+    _websites(state, [WebsiteStatus.ANALYZING], "analyze", analyze.analysis_failed, dispatch.ANALYZE)
+
+
+def _websites(
+    state: Sweep,
+    statuses: list[str],
+    kind: str,
+    fail: Callable[[int, BaseException], Any],
+    step: dispatch.StepRef[[int]],
+) -> None:
+    rows = Website.objects.filter(state.due(), research__status=ResearchStatus.RUNNING, status__in=statuses).exclude(
         # Waiting on a page another step is fetching: that fetcher's lease stands for it.
         status=WebsiteStatus.SCRAPING,
         page__status=PageStatus.FETCHING,
         page__claimed_at__gte=state.lease_cutoff,
     )
     for website in rows:
-        analysing = website.status == WebsiteStatus.ANALYZING
         state.retry_or_fail(
             website,
-            "analyze" if analysing else "scrape",
-            lambda error, pk=website.pk, a=analysing: (analyze.analysis_failed if a else scrape.scrape_failed)(
-                pk, error
-            ),
-            lambda pk=website.pk, a=analysing: dispatch.queue(dispatch.ANALYZE if a else dispatch.SCRAPE, pk),
+            kind,
+            lambda error, pk=website.pk: fail(pk, error),
+            lambda pk=website.pk: step.now(pk),
             f"abandoned after {website.attempts} attempts",
             failed_kind="website_failed",
             status=website.status,
         )
+
+
+# The sweeper's work that belongs to no step, done first in every sweep.
+HOUSEKEEPING: tuple[Finder, ...] = (_stop_ended, _check_budgets, _expired_drafts)

@@ -126,7 +126,7 @@ def _plan(research_id: str) -> None:
             return
         answers, objectives = _context(research)
         with charged_to(research_id):
-            outline, _, _ = engine_for(research.engine).outline(research.prompt, answers, objectives, sources)
+            outline = engine_for(research.engine).outline(research.prompt, answers, objectives, sources)
         with research_transaction(research_id):
             if not Research.objects.filter(
                 pk=research_id, status=ResearchStatus.REPORTING, report_version=version
@@ -154,7 +154,7 @@ def _plan(research_id: str) -> None:
             return
         unwritten = list(sections.exclude(status=SectionStatus.WRITTEN).values_list("pk", flat=True))
         if unwritten:
-            dispatch.queue_each_on_commit(dispatch.SECTION, unwritten, research_id)
+            dispatch.SECTION.each_on_commit(unwritten, research_id)
         else:  # an outline with no section, or a retry that finds every section written
             _hand_to_assembly(research_id)
 
@@ -211,7 +211,7 @@ def _hand_to_assembly(research_id: str) -> None:
     Research.objects.filter(pk=research_id, status=ResearchStatus.REPORTING).update(
         claimed_by=QUEUED, claimed_at=timezone.now()
     )
-    dispatch.queue_on_commit(dispatch.ASSEMBLE, research_id)
+    dispatch.ASSEMBLE.on_commit(research_id)
 
 
 def write_section(section_id: int, task_id: str | None = None) -> None:
@@ -244,7 +244,7 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
             .values_list("title", flat=True)
         )
         with charged_to(research.pk):
-            content, _, _ = engine_for(research.engine).write_section(
+            content = engine_for(research.engine).write_section(
                 research.prompt,
                 section.title,
                 [str(x) for x in section.plan.get("learnings", [])],

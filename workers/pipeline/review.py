@@ -127,7 +127,7 @@ def _evaluate_branch(research: Research, query: SerpQuery, engine: str) -> Branc
     rows = Extract.objects.filter(website__query_id=query.pk).order_by("website__position", "position")
     learnings = [Learning(fact, url) for fact, url in rows.values_list("fact", "website__url")[:40]]
     with charged_to(research.pk):
-        evaluation, _, _ = engine_for(engine).evaluate_branch(
+        evaluation = engine_for(engine).evaluate_branch(
             research.prompt, _answers(research.pk), query.query, query.objective, query.depth, query.round, learnings
         )
     return evaluation
@@ -178,7 +178,7 @@ def coverage_failed(research_id: str, error: BaseException) -> None:
         if Research.objects.filter(pk=research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0).update(
             claimed_at=timezone.now(), claimed_by=QUEUED
         ):
-            dispatch.queue_on_commit(dispatch.REPORT, str(research_id))
+            dispatch.REPORT.on_commit(str(research_id))
 
 
 def _cover(research: Research, engine: str) -> None:
@@ -188,12 +188,12 @@ def _cover(research: Research, engine: str) -> None:
     answers = _answers(research.pk)
     threshold = research.quality_threshold or settings.ADAPTIVE_QUALITY_THRESHOLD
     with charged_to(research.pk):
-        evaluation, _, _ = engine_for(engine).evaluate_research(research.prompt, answers, rounds, learnings)
+        evaluation = engine_for(engine).evaluate_research(research.prompt, answers, rounds, learnings)
     planned = []
     if evaluation.score < threshold:
         focus = distinct([*open_gaps(research.pk), *evaluation.gaps])
         with charged_to(research.pk):
-            planned, _, _ = engine_for(engine).plan_queries(
+            planned = engine_for(engine).plan_queries(
                 research.prompt, answers, [], gap_round_queries(research.breadth or 1), focus=focus
             )
 
@@ -209,7 +209,7 @@ def _cover(research: Research, engine: str) -> None:
                 score=evaluation.score, claimed_at=timezone.now(), claimed_by=QUEUED
             )
             record_event(research.pk, EventType.RESEARCH_EVALUATED, data)
-            dispatch.queue_on_commit(dispatch.REPORT, str(research.pk))
+            dispatch.REPORT.on_commit(str(research.pk))
             return
         round_ = rounds + 1
         breadth, depth = research.breadth or 1, research.depth or 1
@@ -249,4 +249,4 @@ def _cover(research: Research, engine: str) -> None:
                     "objective": query.objective,
                 },
             )
-        dispatch.queue_each_on_commit(dispatch.SEARCH, [query.pk for query in created], research.pk)
+        dispatch.SEARCH.each_on_commit([query.pk for query in created], research.pk)

@@ -222,7 +222,7 @@ def _to_analysis(research_id: Any, page: Page, websites: list[Waiting]) -> None:
         http_status=page.http_status,
         content_type=page.content_type,
     )
-    dispatch.queue_each_on_commit(dispatch.ANALYZE, ids, research_id)
+    dispatch.ANALYZE.each_on_commit(ids, research_id)
 
 
 def _fetched_to_analysis(research_id: Any, page: Page) -> None:
@@ -247,7 +247,7 @@ def _fetched_to_analysis(research_id: Any, page: Page) -> None:
             ],
         )
         ids = sorted(row[0] for row in cursor.fetchall())
-    dispatch.queue_each_on_commit(dispatch.ANALYZE, ids, research_id)
+    dispatch.ANALYZE.each_on_commit(ids, research_id)
 
 
 def _fail(research_id: Any, page: Page, websites: list[Waiting]) -> None:

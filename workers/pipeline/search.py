@@ -85,7 +85,7 @@ def _store_results(query: SerpQuery, results: list[SearchResult]) -> None:
                 progress.query_to_review(query_id, from_statuses=[QueryStatus.SCRAPING])
             else:
                 progress.query_failed(query_id, "the search found nothing", from_statuses=[QueryStatus.SCRAPING])
-        dispatch.queue_each_on_commit(dispatch.SCRAPE, [website.pk for website in websites], query.research_id)
+        dispatch.SCRAPE.each_on_commit([website.pk for website in websites], query.research_id)
     if not results and query.depth == 1:
         stop_if_every_top_level_search_failed(query.research_id)
 
