@@ -12,7 +12,7 @@ from workers.agents.query_generator import Ancestor
 @pytest.mark.parametrize("array_len", [None, 1, 0, 9])
 def test_query_generator_returns_exactly_n_distinct(fakes, fake_llm, array_len) -> None:
     fake_llm.array_len = array_len
-    planned, prompt_tokens, _ = query_generator.plan_queries("Tidal energy costs", [("Where?", "UK")], [], 4)
+    planned = query_generator.plan_queries("Tidal energy costs", [("Where?", "UK")], [], 4)
     assert len(planned) == 4
     assert len({p.query.casefold() for p in planned}) == 4
     assert all(p.objective for p in planned)

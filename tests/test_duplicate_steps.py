@@ -56,12 +56,12 @@ def test_analysis_run_again_after_its_lease_ran_out_stores_one_result(running, m
     website = ready_website(running)
     calls: list[str] = []
 
-    def analyze(objective: str, query: str, url: str, title: str, text: str) -> tuple[list[Finding], int, int]:
+    def analyze(objective: str, query: str, url: str, title: str, text: str) -> list[Finding]:
         calls.append(url)
         if len(calls) == 1:
             Website.objects.filter(pk=website.pk).update(claimed_by=SWEEPER)
             analyze_website(website.pk)
-        return [Finding(fact="They work in the cold.", quote=SENTENCE)], 10, 5
+        return [Finding(fact="They work in the cold.", quote=SENTENCE)]
 
     monkeypatch.setattr("workers.pipeline.analyze.engine_for", lambda name: SimpleNamespace(analyze=analyze))
     # when
@@ -76,11 +76,11 @@ def test_second_delivery_during_an_analysis_does_nothing(running, monkeypatch) -
     website = ready_website(running)
     calls: list[str] = []
 
-    def analyze(objective: str, query: str, url: str, title: str, text: str) -> tuple[list[Finding], int, int]:
+    def analyze(objective: str, query: str, url: str, title: str, text: str) -> list[Finding]:
         calls.append(url)
         if len(calls) == 1:
             analyze_website(website.pk, task_id="another-delivery")
-        return [Finding(fact="They work in the cold.", quote=SENTENCE)], 10, 5
+        return [Finding(fact="They work in the cold.", quote=SENTENCE)]
 
     monkeypatch.setattr("workers.pipeline.analyze.engine_for", lambda name: SimpleNamespace(analyze=analyze))
     # when
@@ -115,13 +115,11 @@ def test_duplicate_planning_makes_one_model_call(running, published, monkeypatch
     # given a research awaiting its top-level queries, and a second delivery of the planning during the model call
     calls: list[int] = []
 
-    def plan(
-        prompt: str, answers: list[tuple[str, str]], ancestors: list[object], count: int
-    ) -> tuple[list[PlannedQuery], int, int]:
+    def plan(prompt: str, answers: list[tuple[str, str]], ancestors: list[object], count: int) -> list[PlannedQuery]:
         calls.append(count)
         if len(calls) == 1:
             plan_queries(str(running.pk), None)
-        return [PlannedQuery(query=f"q{i}", objective="o") for i in range(count)], 10, 5
+        return [PlannedQuery(query=f"q{i}", objective="o") for i in range(count)]
 
     monkeypatch.setattr("workers.pipeline.plan.engine_for", lambda name: SimpleNamespace(plan_queries=plan))
     # when

@@ -340,8 +340,8 @@ def test_extractive_evaluator_scores_coverage_and_agreement() -> None:
         Learning("Field tests found heat pump efficiency above 2 in Nordic winters.", "https://b.example/"),
     ]
     # when the offline evaluator judges it, and a branch that learned nothing
-    covered, _, _ = extractive.evaluate_branch(PROMPT, [], "heat pump efficiency", objective, 1, 0, learned)
-    empty, _, _ = extractive.evaluate_branch(PROMPT, [], "heat pump efficiency", objective, 1, 0, [])
+    covered = extractive.evaluate_branch(PROMPT, [], "heat pump efficiency", objective, 1, 0, learned)
+    empty = extractive.evaluate_branch(PROMPT, [], "heat pump efficiency", objective, 1, 0, [])
     # then what no learning mentions is a gap, and learning more from agreeing pages scores higher
     assert any("defrost" in gap for gap in covered.gaps)
     assert not any("efficiency" in gap for gap in covered.gaps)

@@ -114,9 +114,9 @@ def test_followup_questions_and_report_from_the_model_are_storable(fakes, fake_l
     }
     source = SourceNote(1, "https://x.test/", "T", [("fact", "quote")], ids=[7])
     # when they are asked
-    questions, _, _ = prompt_analyzer.ask_questions("p", 1)
-    outline, _, _ = report_writer.outline("p", [], [], [source])
-    section, _, _ = report_writer.write_section("p", "H", [], [source])
+    questions = prompt_analyzer.ask_questions("p", 1)
+    outline = report_writer.outline("p", [], [], [source])
+    section = report_writer.write_section("p", "H", [], [source])
     # then what they wrote can be stored
     assert questions == ["Which years?"]
     assert outline["title"] == "T" and outline["summary"][0]["text"] == "A"
@@ -133,7 +133,7 @@ def test_planned_queries_are_storable_and_capped(fakes, fake_llm) -> None:
         "queries": [{"query": f"heat{NUL} pumps{SURROGATE} {huge}", "objective": f"o{NUL}" + huge}]
     }
     # when
-    planned, _, _ = query_generator.plan_queries("p", [], [], 1)
+    planned = query_generator.plan_queries("p", [], [], 1)
     # then the query can be stored and searched for
     assert planned[0].query.startswith("heat pumps word word")
     assert len(planned[0].query) <= query_generator.MAX_QUERY_CHARS
@@ -157,7 +157,7 @@ def test_page_text_is_fenced_by_random_markers_it_cannot_close(fakes, fake_llm) 
     }
     # when it is analysed twice
     for _ in range(2):
-        findings, _, _ = website_analyzer.analyze(
+        findings = website_analyzer.analyze(
             "objective", "query", f"https://x.test/{FAKE_END}", f"Title {FAKE_END}", INJECTED_PAGE
         )
     # then each prompt holds one fence, with a token of its own, around URL, title and the whole page...

@@ -1,7 +1,8 @@
 """Which agents a research uses: the LLM agents, or the extractive engine that needs no model.
 
-Both engines offer the same eight functions with the same signatures and return shapes (token counts are 0
-for the extractive engine), so the pipeline never knows which one it calls.
+Both engines offer the same eight functions with the same signatures and return shapes, so the pipeline never
+knows which one it calls. What a model call costs is recorded by the LLM client as it is made
+(workers/clients/llm.py), not returned by the agents.
 """
 
 from types import ModuleType

@@ -124,9 +124,9 @@ def evaluate_branch(
     depth: int,
     round_: int,
     learnings: list[Learning],
-) -> tuple[BranchEvaluation, int, int]:
-    """The branch's scores, gaps and directions. Returns (evaluation, prompt_tokens, completion_tokens); a model
-    that keeps answering off the schema is replaced by the extractive judgement, so a branch always decides."""
+) -> BranchEvaluation:
+    """The branch's scores, gaps and directions; a model that keeps answering off the schema is replaced by the
+    extractive judgement, so a branch always decides."""
     head = (
         f"{_request(prompt, answers)}\n\nThe branch: query depth: {depth}\nround: {round_}\n"
         f"Search query: {query}\nObjective: {objective}\n\n"
@@ -155,12 +155,12 @@ def evaluate_branch(
         gaps=_texts(data["gaps"]),
         directions=_texts(data["directions"]),
     )
-    return evaluation, result.prompt_tokens, result.completion_tokens
+    return evaluation
 
 
 def evaluate_research(
     prompt: str, answers: list[tuple[str, str]], round_: int, learnings: list[Learning]
-) -> tuple[ResearchEvaluation, int, int]:
+) -> ResearchEvaluation:
     """The whole research's coverage of the request: an overall score and the gaps left."""
     head = f"{_request(prompt, answers)}\n\nThe whole research so far: gap-filling rounds done: {round_}\n\n"
     closing = "\n\nScore how completely these learnings answer the request."
@@ -181,8 +181,4 @@ def evaluate_research(
 
         return extractive.evaluate_research(prompt, answers, round_, learnings)
     data = storable_data(result.data)
-    return (
-        ResearchEvaluation(score=_clamp(data["score"]), gaps=_texts(data["gaps"])),
-        result.prompt_tokens,
-        result.completion_tokens,
-    )
+    return ResearchEvaluation(score=_clamp(data["score"]), gaps=_texts(data["gaps"]))

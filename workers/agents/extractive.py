@@ -1,12 +1,11 @@
 """The extractive engine: research without a language model.
 
-Same functions, signatures and return shapes as the LLM agents (token counts are 0), so the pipeline runs
-unchanged. Questions and queries are built from the request's key phrases; a page's findings are its own
-sentences that best match the query and objective (BM25), each quoted verbatim; the report is those sentences,
-grouped by objective, each citing the page it came from. The memory's insights are a branch's findings, its gaps
-what the objective names that no finding mentions, its contradictions findings of two pages on the same terms
-that give different figures. Nothing in a report is written by the engine except the
-title and the headings: every sentence is a real document's.
+Same functions, signatures and return shapes as the LLM agents, so the pipeline runs unchanged. Questions and
+queries are built from the request's key phrases; a page's findings are its own sentences that best match the
+query and objective (BM25), each quoted verbatim; the report is those sentences, grouped by objective, each citing
+the page it came from. The memory's insights are a branch's findings, its gaps what the objective names that no
+finding mentions, its contradictions findings of two pages on the same terms that give different figures. Nothing
+in a report is written by the engine except the title and the headings: every sentence is a real document's.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ _OBJECTIVE_FORM = re.compile(r"^What the sources state about (.+?)(?: in the con
 _ANGLES = ["examples", "limitations", "configuration", "performance", "errors", "alternatives", "history", "design"]
 
 
-def ask_questions(prompt: str, count: int, *, deadline: float | None = None) -> tuple[list[str], int, int]:
+def ask_questions(prompt: str, count: int, *, deadline: float | None = None) -> list[str]:
     """Exactly `count` distinct clarifying questions about the request's key phrases.
 
     Written at once, with no model to wait for: `deadline` (the LLM engine's) is accepted and never reached."""
@@ -83,10 +82,10 @@ def ask_questions(prompt: str, count: int, *, deadline: float | None = None) -> 
                 continue
             questions = distinct([*questions, template.format(a=a, b=b)])
             if len(questions) >= count:
-                return questions[:count], 0, 0
+                return questions[:count]
     while len(questions) < count:
         questions.append(f"Is there anything else the research should take into account (point {len(questions) + 1})?")
-    return questions[:count], 0, 0
+    return questions[:count]
 
 
 def plan_queries(
@@ -95,7 +94,7 @@ def plan_queries(
     ancestors: list[Ancestor],
     count: int,
     focus: list[str] | None = None,
-) -> tuple[list[PlannedQuery], int, int]:
+) -> list[PlannedQuery]:
     """Exactly `count` distinct queries: the request's facets at the top; deeper, what the parent's learnings
     brought up that the branch has not searched for yet. What `focus` names (adaptive mode: open gaps and
     suggested directions) comes first."""
@@ -114,7 +113,7 @@ def plan_queries(
             taken.add(key)
             planned.append(candidate)
         if len(planned) == count:
-            return planned, 0, 0
+            return planned
     # Few phrases: the best ones again, each from another angle; then numbered, so the count always holds.
     base = planned[0] if planned else PlannedQuery(_subject(prompt), _objective(_subject(prompt), ""))
     for index in range(count * len(_ANGLES)):
@@ -126,7 +125,7 @@ def plan_queries(
             planned.append(PlannedQuery(query, f"{base.objective[:-1]}, regarding {angle}."))
         if len(planned) == count:
             break
-    return planned[:count], 0, 0
+    return planned[:count]
 
 
 def _query_key(query: str) -> str:
@@ -221,15 +220,15 @@ def _head_phrase(ancestor: Ancestor) -> str:
     return min(phrases, key=lambda p: _position(ancestor.query, p)) if phrases else ancestor.query
 
 
-def analyze(objective: str, query: str, url: str, title: str, text: str) -> tuple[list[Finding], int, int]:
+def analyze(objective: str, query: str, url: str, title: str, text: str) -> list[Finding]:
     """The page's own sentences that best answer the query and objective; each is both the fact and its quote."""
     wanted, required = _query_terms(objective, query)
     if not wanted:
-        return [], 0, 0
+        return []
     # Only sentences that pass as quotes (research/text/quotes.py): a shorter one would be dropped anyway.
     candidates = distinct([s for s in sentences(text[:MAX_PAGE_CHARS]) if is_prose(s) and is_quotable(s)])
     if not candidates:
-        return [], 0, 0
+        return []
     bags = [counts(terms(sentence)) for sentence in candidates]
     ranker = BM25(bags)
     scored = []
@@ -250,7 +249,7 @@ def analyze(objective: str, query: str, url: str, title: str, text: str) -> tupl
         chosen.append(index)
         if len(chosen) == MAX_FINDINGS:
             break
-    return [Finding(candidates[i], candidates[i]) for i in chosen], 0, 0
+    return [Finding(candidates[i], candidates[i]) for i in chosen]
 
 
 def _query_terms(objective: str, query: str) -> tuple[dict[str, float], set[str]]:
@@ -332,7 +331,7 @@ def _report(
 
 def outline(
     prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
-) -> tuple[dict[str, Any], int, int]:
+) -> dict[str, Any]:
     """The outline in report_writer.OUTLINE_SCHEMA's shape: the sections of the whole report (one per objective),
     each with the sources its sentences cite and, as its learnings, those sentences, which write_section takes up."""
     report = _report(prompt, answers, objectives, sources)
@@ -342,7 +341,7 @@ def outline(
         numbers = sorted({n for sentence in sentences for n in sentence["sources"]})
         learnings = [sentence["text"] for sentence in sentences]
         sections.append({"heading": section["heading"], "sources": numbers, "learnings": learnings})
-    return {"title": report["title"], "summary": report["summary"], "sections": sections}, 0, 0
+    return {"title": report["title"], "summary": report["summary"], "sections": sections}
 
 
 def write_section(
@@ -354,7 +353,7 @@ def write_section(
     answers: list[tuple[str, str]] | None = None,
     outline_headings: list[str] | None = None,
     words: int | None = None,
-) -> tuple[dict[str, Any], int, int]:
+) -> dict[str, Any]:
     """One section in report_writer.SECTION_SCHEMA's shape: the outline's sentences, in its order, each citing
     every given source it came from with its quote; one paragraph per first-cited source, as in the whole report."""
     by_text = {item.text.casefold(): item for item in _items(sources)}
@@ -363,7 +362,7 @@ def write_section(
         item = by_text.get(" ".join(learning.split()).casefold())
         if item is not None:
             paragraphs.setdefault(min(item.quotes), []).append(item.as_sentence())
-    return {"paragraphs": list(paragraphs.values()), "subsections": []}, 0, 0
+    return {"paragraphs": list(paragraphs.values()), "subsections": []}
 
 
 def _items(sources: list[SourceNote]) -> list[_Item]:
@@ -418,9 +417,7 @@ _GAP_TEMPLATE = "What do the sources state about {phrase}?"
 _GAP_FORM = re.compile(r"^What do the sources state about (.+)\?$")
 
 
-def update_memory(
-    prompt: str, objective: str, sources: list[MemorySource], known: KnownMemory
-) -> tuple[MemoryUpdate, int, int]:
+def update_memory(prompt: str, objective: str, sources: list[MemorySource], known: KnownMemory) -> MemoryUpdate:
     """What a branch adds to the memory, without a model: its findings as insights, what its objective names
     that no finding mentions as gaps, and findings of two pages on the same terms with different figures as
     contradictions. Open gaps every term of which a finding mentions are answered."""
@@ -450,7 +447,7 @@ def update_memory(
         contradictions=_contradictions(findings, bags),
         answered_gaps=answered,
     )
-    return update, 0, 0
+    return update
 
 
 def _wanted(text: str) -> set[str]:
@@ -537,20 +534,20 @@ def evaluate_branch(
     depth: int,
     round_: int,
     learnings: list[Learning],
-) -> tuple[BranchEvaluation, int, int]:
+) -> BranchEvaluation:
     """Scores from the coverage of the objective's (and query's) key phrases and the agreement of sources."""
     phrases = distinct(key_phrases(f"{objective}\n{query}", limit=12))
     dimensions, gaps = _judge(phrases, learnings)
     score = round(sum(dimensions.values()) / len(dimensions), 1)
     head = _head_phrase(Ancestor(query, objective, []))
     directions = [gap if set(terms(gap)) & set(terms(head)) else f"{gap} {head}" for gap in gaps]
-    return BranchEvaluation(score, dimensions, gaps[:8], directions[:8]), 0, 0
+    return BranchEvaluation(score, dimensions, gaps[:8], directions[:8])
 
 
 def evaluate_research(
     prompt: str, answers: list[tuple[str, str]], round_: int, learnings: list[Learning]
-) -> tuple[ResearchEvaluation, int, int]:
+) -> ResearchEvaluation:
     """The request's key phrases against every learning of the research."""
     request = "\n".join([prompt, *(answer for _, answer in answers if answer)])
     dimensions, gaps = _judge(distinct(key_phrases(request, limit=20)), learnings)
-    return ResearchEvaluation(round(sum(dimensions.values()) / len(dimensions), 1), gaps[:8]), 0, 0
+    return ResearchEvaluation(round(sum(dimensions.values()) / len(dimensions), 1), gaps[:8])

@@ -116,10 +116,8 @@ def memory_block(known: KnownMemory) -> str:
     return "\n".join(parts)
 
 
-def update_memory(
-    prompt: str, objective: str, sources: list[MemorySource], known: KnownMemory
-) -> tuple[MemoryUpdate, int, int]:
-    """What the branch adds to the memory. Returns (update, prompt_tokens, completion_tokens)."""
+def update_memory(prompt: str, objective: str, sources: list[MemorySource], known: KnownMemory) -> MemoryUpdate:
+    """What the branch adds to the memory."""
     branch, memory = Fence.new("BRANCH"), Fence.new("MEMORY")  # fresh tokens: page text cannot end a fence
     request = f"Research request:\n{prompt}\n\nObjective of this branch:\n{objective}\n\n"
     closing = "Answer with the new insights, gaps and contradictions, and the ids of the gaps this branch answered."
@@ -151,7 +149,7 @@ def update_memory(
         contradictions=[_note(item) for item in data["contradictions"][:MAX_ITEMS]],
         answered_gaps=[int(pk) for pk in data["answered_gaps"]],
     )
-    return update, result.prompt_tokens, result.completion_tokens
+    return update
 
 
 def _text(value: Any) -> str:

@@ -46,16 +46,13 @@ def schema(count: int) -> dict[str, Any]:
     }
 
 
-def ask_questions(
-    prompt: str, count: int, max_attempts: int = 3, *, deadline: float | None = None
-) -> tuple[list[str], int, int]:
+def ask_questions(prompt: str, count: int, max_attempts: int = 3, *, deadline: float | None = None) -> list[str]:
     """Exactly `count` distinct questions: extras are dropped, a shortfall is asked for again.
 
-    Returns (questions, prompt_tokens, completion_tokens). Every model call ends by `deadline` (a
-    `time.monotonic()` value), with DeadlineExceeded when the model has not answered by then.
+    Every model call ends by `deadline` (a `time.monotonic()` value), with DeadlineExceeded when the model has not
+    answered by then.
     """
     questions: list[str] = []
-    prompt_tokens = completion_tokens = 0
     for _ in range(max_attempts):
         missing = count - len(questions)
         if missing <= 0:
@@ -72,8 +69,6 @@ def ask_questions(
             validation_schema=relaxed(schema(missing)),
             deadline=deadline,
         )
-        prompt_tokens += result.prompt_tokens
-        completion_tokens += result.completion_tokens
         # Model output is outside data: it may hold what PostgreSQL refuses.
         questions = distinct(questions + [str(q) for q in storable_data(result.data["questions"])])[:count]
     for fallback in FALLBACK_QUESTIONS:
@@ -82,4 +77,4 @@ def ask_questions(
         questions = distinct(questions + [fallback])
     while len(questions) < count:  # only with more questions asked than there are fallbacks
         questions.append(f"Is there anything else the research should take into account (point {len(questions) + 1})?")
-    return questions[:count], prompt_tokens, completion_tokens
+    return questions[:count]

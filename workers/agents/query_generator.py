@@ -139,15 +139,12 @@ def plan_queries(
     count: int,
     focus: list[str] | None = None,
     max_attempts: int = 3,
-) -> tuple[list[PlannedQuery], int, int]:
+) -> list[PlannedQuery]:
     """Exactly `count` distinct queries; extras are dropped, a shortfall is asked for again, then derived.
     `focus` (adaptive mode): the gaps and directions the queries must cover.
-
-    Returns (queries, prompt_tokens, completion_tokens).
     """
     request = _context(prompt, answers, [], None)
     planned: list[PlannedQuery] = []
-    prompt_tokens = completion_tokens = 0
     for _ in range(max_attempts):
         missing = count - len(planned)
         if missing <= 0:
@@ -172,8 +169,6 @@ def plan_queries(
             )
         except InvalidOutputError:
             break
-        prompt_tokens += result.prompt_tokens
-        completion_tokens += result.completion_tokens
         answered = [
             PlannedQuery(
                 " ".join(storable(str(q["query"])).split())[:MAX_QUERY_CHARS],
@@ -183,7 +178,7 @@ def plan_queries(
         ]
         planned = _distinct_queries(planned + answered)[:count]
     planned += _derived(prompt, ancestors, planned, count - len(planned))
-    return planned[:count], prompt_tokens, completion_tokens
+    return planned[:count]
 
 
 def _distinct_queries(queries: list[PlannedQuery]) -> list[PlannedQuery]:

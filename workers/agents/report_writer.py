@@ -214,7 +214,7 @@ def _packets(blocks: list[tuple[str, list[str]]], max_chars: int) -> list[str]:
 
 def outline(
     prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
-) -> tuple[dict[str, Any], int, int]:
+) -> dict[str, Any]:
     """The report's title, summary and sections, each with the findings it is written from (see OUTLINE_SCHEMA).
 
     Planned from a digest of every finding (its id and one line); where the digest does not fit the model's
@@ -230,7 +230,6 @@ def outline(
     parts = _packets(_digest_blocks(sources), max(2000, room.chars(budget)))
     title, summary, verdict = "", [], None
     sections: list[dict[str, Any]] = []
-    prompt_tokens = completion_tokens = 0
     for index, digest in enumerate(parts, start=1):
         fence = Fence.new("FINDINGS")
         ask = _outline_ask(index, len(parts), [section["heading"] for section in sections])
@@ -238,8 +237,7 @@ def outline(
             request + f"The research's findings, numbered F<id> under their numbered sources, between {fence.start} "
             f"and {fence.end}:\n{fence.around(digest)}\n\n{ask}"
         )
-        data, used = _ask(OUTLINE_SYSTEM, user, OUTLINE_NAME, OUTLINE_SCHEMA)
-        prompt_tokens, completion_tokens = prompt_tokens + used[0], completion_tokens + used[1]
+        data = _ask(OUTLINE_SYSTEM, user, OUTLINE_NAME, OUTLINE_SCHEMA)
         if index == 1:
             title, summary = str(data.get("title", "")), list(data.get("summary", []))
         # Any part whose findings answer the request makes the sources bear on it.
@@ -251,16 +249,16 @@ def outline(
     outline = {"title": title, "summary": summary, "sections": sections}
     if verdict is not None:
         outline["sources_answer_request"] = verdict
-    return outline, prompt_tokens, completion_tokens
+    return outline
 
 
-def _ask(system: str, user: str, name: str, schema: dict[str, Any]) -> tuple[dict[str, Any], tuple[int, int]]:
-    """One part of the outline or of a section: the writer's answer, storable, and its (prompt, completion) tokens."""
+def _ask(system: str, user: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """One part of the outline or of a section: the writer's answer, storable."""
     result = complete_json(
         "report_writer", [{"role": "system", "content": system}, {"role": "user", "content": user}], name, schema
     )
     # Model output is outside data: it may hold what PostgreSQL refuses.
-    return storable_data(result.data), (result.prompt_tokens, result.completion_tokens)
+    return storable_data(result.data)
 
 
 def _outline_ask(index: int, parts: int, headings: list[str]) -> str:
@@ -335,7 +333,7 @@ def write_section(
     answers: list[tuple[str, str]] | None = None,
     outline_headings: list[str] | None = None,
     words: int | None = None,
-) -> tuple[dict[str, Any], int, int]:
+) -> dict[str, Any]:
     """One section of the report (see SECTION_SCHEMA), from the sources (and findings) the outline gave it, by
     their numbers. The prompt holds the request, the follow-up answers and the whole outline; a packet of findings
     too large for the model's window is written in parts, joined in order."""
@@ -359,7 +357,6 @@ def write_section(
     packets = _packets([(h, lines) for h, lines in _finding_blocks(sources)], max(2000, room.chars(budget)))
     paragraphs: list[Any] = []
     subsections: list[Any] = []
-    prompt_tokens = completion_tokens = 0
     for index, packet in enumerate(packets, start=1):
         fence = Fence.new("SOURCES")
         part = (
@@ -374,11 +371,10 @@ def write_section(
             f"{head}Numbered sources with the facts and quotes extracted from them, between {fence.start} and "
             f"{fence.end}:\n{fence.around(packet)}\n\n{ask}{part}"
         )
-        data, used = _ask(SECTION_SYSTEM, user, SECTION_NAME, SECTION_SCHEMA)
-        prompt_tokens, completion_tokens = prompt_tokens + used[0], completion_tokens + used[1]
+        data = _ask(SECTION_SYSTEM, user, SECTION_NAME, SECTION_SCHEMA)
         paragraphs.extend(data.get("paragraphs", []))
         subsections.extend(data.get("subsections", []))
-    return {"paragraphs": paragraphs, "subsections": subsections}, prompt_tokens, completion_tokens
+    return {"paragraphs": paragraphs, "subsections": subsections}
 
 
 def _finding_blocks(sources: list[SourceNote]) -> list[tuple[str, list[str]]]:

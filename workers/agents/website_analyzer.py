@@ -49,8 +49,8 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def analyze(objective: str, query: str, url: str, title: str, text: str) -> tuple[list[Finding], int, int]:
-    """Facts and quotes from the page for the objective. Returns (findings, prompt_tokens, completion_tokens).
+def analyze(objective: str, query: str, url: str, title: str, text: str) -> list[Finding]:
+    """Facts and quotes from the page for the objective.
 
     A page longer than one prompt's room (PAGE_TOKEN_BUDGET, or less in a small window) is analysed in parts, at
     most PAGE_MAX_PARTS of them, spread over the whole page (its first and last part always among them), and their
@@ -63,11 +63,8 @@ def analyze(objective: str, query: str, url: str, title: str, text: str) -> tupl
     parts = page_parts(text, room.chars(min(settings.PAGE_TOKEN_BUDGET, fixed)), settings.PAGE_MAX_PARTS)
     findings: list[Finding] = []
     seen: set[str] = set()
-    prompt_tokens = completion_tokens = 0
     for index, part in enumerate(parts, start=1):
         result = _analyze_part(objective, query, about, part, index, len(parts))
-        prompt_tokens += result.prompt_tokens
-        completion_tokens += result.completion_tokens
         data = storable_data(result.data)  # model output is outside data: it may hold what PostgreSQL refuses
         for item in data["facts"][:MAX_FACTS]:
             finding = Finding(str(item["fact"]).strip(), str(item["quote"]).strip())
@@ -75,7 +72,7 @@ def analyze(objective: str, query: str, url: str, title: str, text: str) -> tupl
             if finding.fact and finding.quote and key not in seen:
                 seen.add(key)
                 findings.append(finding)
-    return findings, prompt_tokens, completion_tokens
+    return findings
 
 
 def _head(objective: str, query: str, fence: Fence, index: int, parts: int) -> str:

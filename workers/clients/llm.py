@@ -125,9 +125,10 @@ class InvalidOutputError(PermanentError):
 
 @dataclass(frozen=True)
 class LLMResult:
+    """The validated answer, and how many requests it took. Each request's tokens are recorded as it is made
+    (`_Requests.record`: the research's usage and budget), so they are not returned."""
+
     data: Any
-    prompt_tokens: int
-    completion_tokens: int
     calls: int
 
 
@@ -320,7 +321,7 @@ def complete_json(
     build: Builder = messages if callable(messages) else (lambda room, fixed=list(messages): fixed)
     validator = jsonschema.Draft202012Validator(validation_schema or schema)
     requests = _Requests(agent, model)
-    prompt_tokens = completion_tokens = calls = 0
+    calls = 0
     answer = answer_tokens(agent, model)
     tail: Messages = []
     problem = ""
@@ -329,8 +330,6 @@ def complete_json(
         response, sent_chars, seconds = _create(requests, build, tail, name, schema, expires_at, answer)
         calls += 1
         used = (response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0) if response.usage else (0, 0)
-        prompt_tokens += used[0]
-        completion_tokens += used[1]
         choice = response.choices[0] if response.choices else None
         content = (choice.message.content or "") if choice else ""
         reasoning = has_reasoning(content) or bool(_reasoning_field(choice))
@@ -343,7 +342,7 @@ def complete_json(
             # A cut answer that repairs into valid JSON may lack what was cut: asked again while attempts remain.
             if not errors and (not cut or attempt == attempts - 1):
                 requests.record(CallOutcome.OK, *used)
-                return LLMResult(data, prompt_tokens, completion_tokens, calls)
+                return LLMResult(data, calls)
             problem = f"the JSON did not match the schema: {errors[0].message[:300]}" if errors else ""
         except NoJSON:
             problem = "the answer held no JSON object"

@@ -50,7 +50,7 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
         record_event(research_id, EventType.ANALYZING, {"website_id": website_id, "url": url})
     research_engine = engine_for(engine)
     with holding(Website, website_id), charged_to(research_id):
-        findings, _, _ = research_engine.analyze(objective, query, url, title, text)
+        findings = research_engine.analyze(objective, query, url, title, text)
     page_text = PageText(text)
     kept = [finding for finding in findings if page_text.contains(finding.quote)]
     dropped = len(findings) - len(kept)

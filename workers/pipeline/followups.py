@@ -37,7 +37,7 @@ def generate_followups(research_id: Any, task_id: str | None = None) -> list[str
     with heartbeat.holding(Research, research_id):
         research = Research.objects.get(pk=research_id)
         with charged_to(research.pk):
-            questions, _, _ = engine_for(research.engine).ask_questions(research.prompt, research.num_questions)
+            questions = engine_for(research.engine).ask_questions(research.prompt, research.num_questions)
         return _store(research, questions)
 
 

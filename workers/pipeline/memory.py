@@ -71,7 +71,7 @@ def remember(query_id: int, research: Research | None = None, objective: str | N
         return  # nothing was analysed: the branch has nothing to say, and the model call would be wasted
     known = _known(research.pk)
     with charged_to(research.pk):
-        update, _, _ = engine_for(research.engine).update_memory(research.prompt, objective, sources, known)
+        update = engine_for(research.engine).update_memory(research.prompt, objective, sources, known)
     shown_gaps = {pk for pk, _ in known.gaps}
     store(research.pk, query_id, _items(research.pk, update), [pk for pk in update.answered_gaps if pk in shown_gaps])
 
