@@ -11,13 +11,13 @@ the next push loads the rows whose `xmin` is at or above it. A few rows committe
 change can be missed, and nothing has to be written to mark a row as changed. On SQLite (the embedded mode) every
 delta carries every row: correct, only larger.
 
-The shape is published in research/schemas/delta.v1.json; `apply_delta` below is the reference implementation
-of applying one, and the live page's (research/static/research/js/state.js) does the same.
+The shape is published in research/schemas/delta.v1.json; the live page applies one in
+research/static/research/js/state.js, and the tests hold a reference implementation of the same rules
+(`apply_delta` in tests/support/deltas.py) to check it against the snapshot.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections import Counter, defaultdict
@@ -60,6 +60,7 @@ from research.snapshot import (
     research_state,
     website_state,
 )
+from research.types import ResearchId
 
 DELTA_VERSION = 1
 
@@ -82,12 +83,8 @@ class Since:
 PUSH_LOCK_TIMEOUT_MS = 200
 
 
-class DeltaMismatch(ValueError):
-    """A delta names rows the state does not have: the state is not the one the delta follows."""
-
-
 def read_push(
-    research_id: Any, after: int, limit: int, since: Since | None, checksum: bool = False
+    research_id: ResearchId, after: int, limit: int, since: Since | None, checksum: bool = False
 ) -> tuple[list[dict[str, Any]], dict[str, Any], int | None, str | None]:
     """The events after seq `after` (at most `limit`), the delta since `since` (None: a whole one), the view's
     xmin to pass as the next push's `since`, and with `checksum` the checksum of the whole snapshot, all read in
@@ -105,7 +102,7 @@ def state_checksum(state: dict[str, Any]) -> str:
     return hashlib.sha256(_encode(state)).hexdigest()
 
 
-def build_delta(research_id: Any, since: Since | None) -> dict[str, Any]:
+def build_delta(research_id: ResearchId, since: Since | None) -> dict[str, Any]:
     """What changed in the research after `since`'s view; every row when `since` is None or has no view.
 
     The research, the progress counts and the coverage are always whole (all small); a collection with a changed
@@ -311,58 +308,3 @@ def drop_rows(delta: dict[str, Any], keys: set[str]) -> None:
 
 def _encode(row: dict[str, Any]) -> bytes:
     return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def apply_delta(state: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str, Any]:
-    """The state after `delta`: the reference implementation of what a client does with a push.
-
-    `state` is a snapshot (or None, for a delta with base 0); it is not modified. Raises DeltaMismatch when the
-    delta names a row the state lacks (the client then asks for the whole state again)."""
-    if state is None:
-        if delta["base"] != 0:
-            raise DeltaMismatch("a delta on a state this client does not have")
-        state = {
-            "questions": [],
-            "queries": [],
-            "memory": {section: [] for section in MEMORY_SECTIONS.values()},
-            "report": None,
-            "report_versions": [],
-            "report_sections": [],
-            "error_output": None,
-        }
-    new = copy.deepcopy(state)
-    new["version"] = delta["snapshot_version"]
-    new["research"] = delta["research"]
-    new["progress"] = delta["progress"]
-    new["coverage"] = delta["coverage"]
-    for key in ("questions", "report", "report_versions", "error_output"):
-        if key in delta:
-            new[key] = delta[key]
-    if "queries" in delta:
-        old = {query["id"]: query for query in new["queries"]}
-        fresh = {query["id"]: query for query in delta["queries"]["rows"]}
-        new["queries"] = [
-            {**fresh[key], "websites": old[key]["websites"] if key in old else []} if key in fresh else _take(old, key)
-            for key in delta["queries"]["order"]
-        ]
-    by_id = {query["id"]: query for query in new["queries"]}
-    for group in delta.get("websites", []):
-        query = _take(by_id, group["query_id"])
-        query["websites"] = _merge(query["websites"], group, "id")
-    for section, change in delta.get("memory", {}).items():
-        new["memory"][section] = _merge(new["memory"].get(section, []), change, "id")
-    new["report_sections"] = _merge(new["report_sections"], delta["report_sections"], "position")
-    return new
-
-
-def _merge(rows: list[dict[str, Any]], change: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    old = {row[key]: row for row in rows}
-    fresh = {row[key]: row for row in change["rows"]}
-    return [fresh[k] if k in fresh else _take(old, k) for k in change["order"]]
-
-
-def _take(rows: dict[Any, dict[str, Any]], key: Any) -> dict[str, Any]:
-    try:
-        return rows[key]
-    except KeyError:
-        raise DeltaMismatch(f"the delta names a row the state does not have: {key!r}") from None

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from research.delta import DeltaMismatch, Since, apply_delta, build_delta, consistent_view, state_checksum
+from research.delta import Since, build_delta, consistent_view, state_checksum
 from research.models import (
     Document,
     Event,
@@ -39,7 +39,7 @@ from research.models import (
 from research.push import Pushed, RedisPushState, flush, research_group
 from research.snapshot import build_snapshot
 from researchsite.asgi import application
-from tests.support.deltas import Watcher, touched
+from tests.support.deltas import DeltaMismatch, Watcher, apply_delta, touched
 from tests.support.e2e import start_research, wait_finished
 from tests.support.factories import running_research
 from tests.support.logins import session_cookie
