@@ -13,12 +13,11 @@ children anew after its earlier ones (positions `retries * breadth + i`), so its
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import dispatch
+from research import dispatch, transitions
 from research.dispatch import QUEUED
 from research.events import record_event
 from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES
@@ -36,6 +35,7 @@ from research.models import (
 )
 from research.planning import descendants
 from research.services import ServiceError
+from research.types import ResearchId
 
 SETTLED = (QueryStatus.FAILED, QueryStatus.CANCELLED)
 RETRYABLE = SETTLED
@@ -62,7 +62,7 @@ def cancel_query(research: Research, query_id: int) -> list[int]:
     raise QueryConflict("the branch keeps growing; try again", "query_id")
 
 
-def _cancel(research_id: Any, query_id: int) -> list[int] | None:
+def _cancel(research_id: ResearchId, query_id: int) -> list[int] | None:
     research = Research.objects.only("breadth", "depth", "status").get(pk=research_id)
     if research.status != ResearchStatus.RUNNING:
         raise QueryConflict(f"research is {research.status}: only a running research's queries can be cancelled")
@@ -110,7 +110,7 @@ def _cancel(research_id: Any, query_id: int) -> list[int] | None:
     return changed
 
 
-def _count_off(research_id: Any, count: int) -> bool:
+def _count_off(research_id: ResearchId, count: int) -> bool:
     """Count `count` nodes off the running research (its row locked last); at zero, hand on the report."""
     table = Research._meta.db_table
     pk = Research._meta.pk.get_db_prep_value(research_id, connection)
@@ -125,7 +125,7 @@ def _count_off(research_id: Any, count: int) -> bool:
         return False
     if count > 0 and row[0] == 0:
         # As the last counted-off query does (workers/pipeline/progress.py): the report's lease, then its task.
-        Research.objects.filter(pk=research_id).update(claimed_at=timezone.now(), claimed_by=QUEUED)
+        transitions.hand_on(research_id)
         dispatch.queue_tree_finished_on_commit(research_id)
     return True
 
@@ -149,29 +149,16 @@ def retry_query(research: Research, query_id: int) -> SerpQuery:
             raise QueryConflict(f"research was stopped ({locked.stop_reason}) and cannot run again")
         breadth, depth = locked.breadth or 1, locked.depth or 1
         added = 1 + descendants(breadth, depth, query.depth)
-        changes: dict[str, Any] = {}
         if locked.status == ResearchStatus.RUNNING:
-            changes["pending_queries"] = locked.pending_queries + added
+            transitions.add_branch(locked.pk, added)
         elif locked.status in FINISHED_STATUSES:
             # Nothing else of a finished research is pending: only this branch is counted.
-            changes.update(
-                status=ResearchStatus.RUNNING,
-                pending_queries=added,
-                finished_at=None,
-                error="",
-                attempts=0,
-                # The time budget counts from the research's new run.
-                started_at=now,
-                claimed_at=None,
-                claimed_by="",
-            )
-            if Document.objects.filter(
+            reported = Document.objects.filter(
                 research_id=locked.pk, kind=DocumentKind.REPORT, version=locked.report_version
-            ).exists():
-                changes["report_version"] = locked.report_version + 1
+            ).exists()
+            transitions.run_branch_again(locked.pk, added, list(FINISHED_STATUSES), next_version=reported)
         else:
             raise QueryConflict(f"research is {locked.status}: retry once it has run or ended")
-        Research.objects.filter(pk=locked.pk).update(**changes)
         SerpQuery.objects.filter(pk=query.pk).update(
             status=QueryStatus.PENDING,
             retries=query.retries + 1,
@@ -202,7 +189,7 @@ def _query(research: Research, query_id: int) -> SerpQuery:
     return query
 
 
-def _subtree_ids(research_id: Any, query_id: int) -> list[int]:
+def _subtree_ids(research_id: ResearchId, query_id: int) -> list[int]:
     """The query and every query below it, of every generation."""
     children: dict[int | None, list[int]] = defaultdict(list)
     for pk, parent_id in SerpQuery.objects.filter(research_id=research_id).values_list("pk", "parent_id"):

@@ -22,12 +22,12 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from research import dispatch
-from research.dispatch import QUEUED
+from research import dispatch, transitions
 from research.events import record_event
 from research.lifecycle import stop_unfinished
 from research.models import EventType, Research, ResearchStatus
 from research.transactions import research_transaction
+from research.types import ResearchId
 from research.usage import MILLION, BudgetState, budget_state, price_of, unpriced_models
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def reached(research: Research | BudgetState) -> tuple[str, Any, Any] | None:
     return None
 
 
-def check(research_id: Any, known: BudgetState | None = None) -> bool:
+def check(research_id: ResearchId, known: BudgetState | None = None) -> bool:
     """Stop the research if it is running and has reached a budget; True if it is stopped (now or before).
 
     `known`: the research's budget columns as a statement just returned them (research/usage.py record_call),
@@ -149,13 +149,11 @@ def check(research_id: Any, known: BudgetState | None = None) -> bool:
     return True
 
 
-def stop(research_id: Any, reason: str, limit: Any, spent: Any) -> bool:
+def stop(research_id: ResearchId, reason: str, limit: Any, spent: Any) -> bool:
     """Stop a running research on a budget; False if it was not running or was stopped already."""
     with research_transaction(research_id):
         # A research whose every query is counted off already has its whole report coming: nothing to stop.
-        if not Research.objects.filter(
-            pk=research_id, status=ResearchStatus.RUNNING, stop_reason="", pending_queries__gt=0
-        ).update(partial=True, stop_reason=reason):
+        if not transitions.stop_on_budget(research_id, reason):
             return False
         record_event(research_id, EventType.BUDGET_REACHED, {"reason": reason, "limit": limit, "spent": spent})
     log.info("research %s reached its budget (%s: %s of %s)", research_id, reason, spent, limit)
@@ -163,17 +161,13 @@ def stop(research_id: Any, reason: str, limit: Any, spent: Any) -> bool:
     return True
 
 
-def finish_stop(research_id: Any) -> None:
+def finish_stop(research_id: ResearchId) -> None:
     """Stop the tree of a research marked stopped, and hand its report on (once, however often this runs)."""
     stop_unfinished(research_id, timezone.now())
     # No query can be counted off any more (none is unfinished, and planning adds none to a stopped research),
     # so zero stays zero. A research whose last query was counted off meanwhile had its report queued then.
     with research_transaction(research_id):
-        if (
-            Research.objects.filter(pk=research_id, status=ResearchStatus.RUNNING, pending_queries__gt=0)
-            .exclude(stop_reason="")
-            .update(pending_queries=0, claimed_at=timezone.now(), claimed_by=QUEUED)
-        ):
+        if transitions.hand_stopped_tree_to_report(research_id):
             dispatch.REPORT.on_commit(str(research_id))
 
 

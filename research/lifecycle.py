@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from research import transitions
 from research.error_output import build_error_output
 from research.events import record_event
 from research.models import (
@@ -19,7 +20,6 @@ from research.models import (
     DocumentKind,
     EventType,
     QueryStatus,
-    Research,
     ResearchStatus,
     SerpQuery,
     Website,
@@ -27,6 +27,7 @@ from research.models import (
 )
 from research.text.storable import storable
 from research.transactions import research_transaction
+from research.types import ResearchId
 
 log = logging.getLogger(__name__)
 
@@ -35,27 +36,23 @@ UNFINISHED_WEBSITES = [WebsiteStatus.PENDING, WebsiteStatus.SCRAPING, WebsiteSta
 CANCELLABLE = [*ACTIVE_STATUSES, ResearchStatus.DRAFT, ResearchStatus.AWAITING_ANSWERS]
 
 
-def cancel_research(research_id: Any) -> bool:
+def cancel_research(research_id: ResearchId) -> bool:
     """Cancel an unfinished research: queued work finds it cancelled and stops. False if already finished."""
     now = timezone.now()
     with research_transaction(research_id):
-        if not Research.objects.filter(pk=research_id, status__in=CANCELLABLE).update(
-            status=ResearchStatus.CANCELLED, finished_at=now
-        ):
+        if not transitions.cancel(research_id, now, CANCELLABLE):
             return False
     stop_unfinished(research_id, now, EventType.RESEARCH_CANCELLED, {"by": "user"})
     return True
 
 
-def fail_research(research_id: Any, reason: str, what: str, impact: str) -> bool:
+def fail_research(research_id: ResearchId, reason: str, what: str, impact: str) -> bool:
     """End the research as failed with an error-output.md; False if it had already ended."""
     now = timezone.now()
     what = storable(what)  # a message may quote what a page or a model sent; the failure must be recordable
     error = f"{what} {impact}"
     with research_transaction(research_id):
-        if not Research.objects.filter(pk=research_id, status__in=ACTIVE_STATUSES).update(
-            status=ResearchStatus.FAILED, finished_at=now, error=error[:4000]
-        ):
+        if not transitions.fail(research_id, now, error, ACTIVE_STATUSES):
             return False
         # Written before unfinished rows are stopped, so it shows the states the failure found them in.
         markdown = build_error_output(research_id, what, impact)
@@ -69,7 +66,7 @@ def fail_research(research_id: Any, reason: str, what: str, impact: str) -> bool
     return True
 
 
-def stop_unfinished(research_id: Any, now: Any, event_type: str | None = None, data: dict | None = None) -> None:
+def stop_unfinished(research_id: ResearchId, now: Any, event_type: str | None = None, data: dict | None = None) -> None:
     """Mark an ended research's unfinished websites and queries cancelled, then record how it ended.
 
     Runs after the status change has committed, in the tree lock order (websites, queries, each in key order,

@@ -15,8 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from research import budgets, dispatch
-from research.dispatch import QUEUED
+from research import budgets, dispatch, transitions
 from research.events import record_event
 from research.lifecycle import cancel_research
 from research.models import (
@@ -144,11 +143,10 @@ def start_research(
         for position, answer in enumerate(answers or []):
             FollowUpQuestion.objects.filter(research=research, position=position).update(answer=answer)
         # Conditional: of two racing starts, only one moves the research on and queues it.
-        if not Research.objects.filter(pk=research.pk, status=ResearchStatus.AWAITING_ANSWERS).update(
-            status=ResearchStatus.QUEUED,
+        if not transitions.queue_start(
+            research.pk,
             breadth=breadth,
             depth=depth,
-            claimed_at=timezone.now(),
             budget_seconds=limits.seconds,
             budget_tokens=limits.tokens,
             budget_usd=limits.usd,
@@ -241,7 +239,7 @@ def rename(research: Research, title: str) -> Research:
         raise InvalidInput("must not be empty", "title")
     if len(title) > TITLE_MAX_CHARS:
         raise InvalidInput(f"must be at most {TITLE_MAX_CHARS} characters", "title")
-    Research.objects.filter(pk=research.pk).update(title=title, title_from_user=True)
+    transitions.rename(research.pk, title)
     research.refresh_from_db()
     return research
 
@@ -280,17 +278,7 @@ def report_what_was_found(research: Research) -> None:
         if not Extract.objects.filter(research_id=locked.pk).exists():
             raise NothingToReport("nothing was analysed before the cancel: there is nothing to report")
         # Every query is settled (the cancel stopped the rest), so the report step finds the tree finished.
-        Research.objects.filter(pk=locked.pk).update(
-            status=ResearchStatus.RUNNING,
-            partial=True,
-            stop_reason=budgets.CANCELLED,
-            pending_queries=0,
-            finished_at=None,
-            error="",
-            attempts=0,
-            claimed_at=timezone.now(),
-            claimed_by=QUEUED,
-        )
+        transitions.report_cancelled(locked.pk, budgets.CANCELLED)
         record_event(locked.pk, EventType.REPORT_REQUESTED, {"by": "user", "was": ResearchStatus.CANCELLED})
         dispatch.REPORT.on_commit(str(locked.pk))
 

@@ -6,14 +6,15 @@ is recorded like any other; the totals on the research row are what budgets and 
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
+from research import transitions
 from research.models import LlmCall, Research
+from research.types import ResearchId
 
 MILLION = Decimal(1_000_000)
 MICRO_DOLLAR = Decimal("0.000001")
@@ -50,7 +51,7 @@ class BudgetState(NamedTuple):
     cost_usd: Decimal
 
 
-def budget_state(research_id: Any) -> BudgetState | None:
+def budget_state(research_id: ResearchId) -> BudgetState | None:
     if connection.vendor == "postgresql":
         # Read before every model request: raw, the columns come back as the ORM would convert them.
         with connection.cursor() as cursor:
@@ -65,7 +66,7 @@ def budget_state(research_id: Any) -> BudgetState | None:
 
 
 def record_call(
-    research_id: Any,
+    research_id: ResearchId,
     agent: str,
     model: str,
     prompt_tokens: int,
@@ -122,12 +123,7 @@ def record_call(
             attempt=attempt,
             outcome=outcome,
         )
-        Research.objects.filter(pk=research_id).update(
-            prompt_tokens=F("prompt_tokens") + prompt_tokens,
-            completion_tokens=F("completion_tokens") + completion_tokens,
-            cost_usd=F("cost_usd") + (cost or 0),
-            unpriced_calls=F("unpriced_calls") + (0 if cost is not None else 1),
-        )
+        transitions.add_usage(research_id, prompt_tokens, completion_tokens, cost)
         return budget_state(research_id)
 
 

@@ -62,7 +62,7 @@ def test_stuck_rows_are_requeued_once_per_lease(running, published, settings) ->
     assert (website.attempts, website.claimed_by) == (0, "sweeper")  # waiting in the queue is no attempt
 
 
-def test_row_stuck_past_max_attempts_fails_with_reason(running, settings) -> None:
+def test_row_stuck_past_max_attempts_fails_with_reason(running, published, settings) -> None:
     # given a website that has been re-queued MAX_ATTEMPTS times and is stuck again
     settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 3
     query = SerpQuery.objects.create(
@@ -96,7 +96,7 @@ def test_row_stuck_past_max_attempts_fails_with_reason(running, settings) -> Non
     assert running.events.filter(type="website_failed").count() == 1
 
 
-def test_search_stuck_past_max_attempts_is_critical(running, settings) -> None:
+def test_search_stuck_past_max_attempts_is_critical(running, published, settings) -> None:
     settings.LEASE_SECONDS, settings.MAX_ATTEMPTS = 60, 2
     SerpQuery.objects.create(
         research=running,

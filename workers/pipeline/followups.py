@@ -2,14 +2,15 @@
 (research/web/api.py), so a slow model never holds a web request or fails a research."""
 
 import logging
-from typing import Any
 
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from research import transitions
 from research.events import record_event
 from research.models import EventType, FollowUpQuestion, Research, ResearchStatus
 from research.transactions import research_transaction
+from research.types import ResearchId
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
 from workers.pipeline import heartbeat
@@ -18,7 +19,7 @@ from workers.pipeline.locks import claim_owner, claimable, worker_name
 log = logging.getLogger(__name__)
 
 
-def generate_followups(research_id: Any, task_id: str | None = None) -> list[str]:
+def generate_followups(research_id: ResearchId, task_id: str | None = None) -> list[str]:
     """Ask the prompt analyzer for a draft's follow-up questions and store them, once; returns those stored (none
     when another delivery holds or did the work, or the draft was cancelled meanwhile).
 
@@ -45,12 +46,7 @@ def _store(research: Research, questions: list[str]) -> list[str]:
     with research_transaction(research.pk):
         # Conditional under the row lock: a delivery that raced this one past a lapsed lease, or a cancel during
         # the model call, leaves nothing to store.
-        if not Research.objects.filter(pk=research.pk, status=ResearchStatus.DRAFT).update(
-            status=ResearchStatus.AWAITING_ANSWERS,
-            claimed_by="",
-            # The sweeper's re-queues of this step are over; the start's count from zero.
-            attempts=0,
-        ):
+        if not transitions.questions_written(research.pk):
             return []
         FollowUpQuestion.objects.bulk_create(
             FollowUpQuestion(research_id=research.pk, position=index, question=question)
@@ -60,14 +56,12 @@ def _store(research: Research, questions: list[str]) -> list[str]:
     return questions
 
 
-def followups_failed(research_id: Any, error: BaseException) -> None:
+def followups_failed(research_id: ResearchId, error: BaseException) -> None:
     """The questions could not be written (a permanent model error, or retries and sweeper attempts used up): the
     draft fails with the reason, which the waiting request, the snapshot and the page show."""
     log.warning("follow-up questions for research %s failed: %s", research_id, error)
     message = str(error) or type(error).__name__
     with research_transaction(research_id):
-        if not Research.objects.filter(pk=research_id, status=ResearchStatus.DRAFT).update(
-            status=ResearchStatus.FAILED, error=message[:2000], finished_at=timezone.now(), claimed_by=""
-        ):
+        if not transitions.draft_failed(research_id, message):
             return  # written meanwhile, cancelled, or failed already
         record_event(research_id, EventType.RESEARCH_FAILED, {"reason": "followups_failed", "error": message[:500]})

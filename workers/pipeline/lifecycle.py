@@ -5,15 +5,13 @@ import logging
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Model
-from django.utils import timezone
 
-from research import budgets, dispatch
-from research.dispatch import QUEUED
+from research import budgets, dispatch, transitions
 from research.events import record_event
 from research.lifecycle import fail_research
-from research.models import EventType, Research, ResearchStatus
+from research.models import EventType, Research, ResearchStatus, StepRow
 from research.planning import total_queries
+from research.types import ResearchId
 from research.usage import BudgetState
 
 log = logging.getLogger(__name__)
@@ -25,15 +23,10 @@ def start_research(research_id: str) -> None:
         research = Research.objects.select_for_update().filter(pk=research_id).first()
         if research is None or research.status != ResearchStatus.QUEUED:
             return  # deleted, cancelled, or a duplicate delivery: the first one did the work
+        assert research.breadth is not None and research.depth is not None  # set when it was queued
         planned = total_queries(research.breadth, research.depth)
-        Research.objects.filter(pk=research.pk).update(
-            status=ResearchStatus.RUNNING,
-            started_at=timezone.now(),
-            pending_queries=planned,
-            claimed_at=timezone.now(),
-            claimed_by=QUEUED,  # handed on to the planning of its top-level queries
-            attempts=0,  # the sweeper's re-queues of the start are over; the planning's count from zero
-        )
+        # The lease handed on to the planning of its top-level queries.
+        transitions.start(research.pk, planned)
         record_event(
             research.pk,
             EventType.RESEARCH_STARTED,
@@ -42,7 +35,7 @@ def start_research(research_id: str) -> None:
         dispatch.PLAN.on_commit(research_id, None)
 
 
-def start_failed(research_id: Any, error: BaseException) -> None:
+def start_failed(research_id: ResearchId, error: BaseException) -> None:
     """The research could not start (retries or sweeper attempts exhausted): it fails with an error output."""
     fail_research(
         research_id,
@@ -52,7 +45,7 @@ def start_failed(research_id: Any, error: BaseException) -> None:
     )
 
 
-def running_research(research_id: Any) -> Research | None:
+def running_research(research_id: ResearchId) -> Research | None:
     """The research if a new step of it should start: running, not stopped, within its budgets; else None.
 
     A research found past a budget is stopped here (research/budgets.py), so the budget holds between sweeps.
@@ -70,7 +63,7 @@ def running_research(research_id: Any) -> Research | None:
 RESEARCH_STATE = tuple(f"research__{name}" for name in BudgetState._fields)
 
 
-def step_row(model: type[Model], pk: Any, columns: list[str], sql: str) -> tuple[Any, ...] | None:
+def step_row(model: type[StepRow], pk: Any, columns: list[str], sql: str) -> tuple[Any, ...] | None:
     """The one row a step starts from: on PostgreSQL by `sql` (its one parameter the row's key), which selects
     what `columns` name, in that order; elsewhere by a values_list. The ORM built that query anew for every task,
     ordering by the model's default ordering (joins) to take its first row."""
@@ -86,7 +79,7 @@ def state_sql(alias: str) -> str:
     return ", ".join(f"{alias}.{name}" for name in BudgetState._fields)
 
 
-def may_start(research_id: Any, state: BudgetState) -> bool:
+def may_start(research_id: ResearchId, state: BudgetState) -> bool:
     """`running_research` for a step that read its research's budget columns with its own row in one query
     (`RESEARCH_STATE`): no second read, and no model instance."""
     if state.status != ResearchStatus.RUNNING or state.stop_reason:

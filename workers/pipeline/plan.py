@@ -5,7 +5,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from research import dispatch
+from research import dispatch, transitions
 from research.events import record_event
 from research.lifecycle import fail_research
 from research.memory import open_gaps
@@ -40,6 +40,7 @@ def plan_queries(research_id: str, parent_id: int | None, task_id: str | None = 
     research = running_research(research_id)
     if research is None:
         return
+    assert research.breadth is not None and research.depth is not None  # set when it was queued
     parent = None
     if parent_id is not None:
         parent = SerpQuery.objects.filter(pk=parent_id, research_id=research.pk).first()
@@ -111,7 +112,7 @@ def _store(research: Research, parent: SerpQuery | None, planned: list, depth: i
             return
         else:
             # The sweeper's re-queues of the planning are over; the report's count from zero.
-            Research.objects.filter(pk=research.pk).update(attempts=0)
+            transitions.reset_attempts(research.pk)
         created = SerpQuery.objects.bulk_create(
             SerpQuery(
                 research_id=research.pk,

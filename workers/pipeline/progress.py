@@ -10,16 +10,16 @@ import logging
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import F
 from django.utils import timezone
 
-from research import dispatch
+from research import dispatch, transitions
 from research.dispatch import QUEUED
 from research.events import record_event
 from research.models import EventType, Extract, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from research.planning import descendants
 from research.text.storable import storable
 from research.transactions import open_tally
+from research.types import ResearchId
 from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class FailedWebsite(NamedTuple):
 
 
 def websites_failed(
-    research_id: Any,
+    research_id: ResearchId,
     websites: list[FailedWebsite],
     reason: str,
     error: str,
@@ -151,7 +151,7 @@ def query_finished(
     if tally is not None:
         tally.queries_finished += counted  # the tree transaction's end counts them off; at zero, the report
     elif _decrement(Research, "pending_queries", research_id, counted) == 0:
-        Research.objects.filter(pk=research_id).update(claimed_at=now, claimed_by=QUEUED)
+        transitions.hand_on(research_id)
         dispatch.queue_tree_finished_on_commit(research_id)
     return True
 
@@ -175,9 +175,9 @@ def _learnings(query_id: int) -> list[str]:
     return list(facts.values_list("fact", flat=True)[:MAX_LEARNINGS])
 
 
-def add_dropped_quotes(research_id: Any, count: int) -> None:
+def add_dropped_quotes(research_id: ResearchId, count: int) -> None:
     tally = open_tally(research_id)
     if tally is not None:
         tally.quotes_dropped += count
     elif count:
-        Research.objects.filter(pk=research_id).update(quotes_dropped=F("quotes_dropped") + count)
+        transitions.add_dropped_quotes(research_id, count)

@@ -16,14 +16,15 @@ from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import redis
 from django.conf import settings
-from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from research import budgets, dispatch, services
+from research import budgets, dispatch, services, transitions
 from research.dispatch import SWEEPER, WAITING
 from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, stop_unfinished
 from research.models import (
@@ -37,6 +38,7 @@ from research.models import (
     ResearchStatus,
     SectionStatus,
     SerpQuery,
+    StepRow,
     Website,
     WebsiteStatus,
 )
@@ -72,7 +74,7 @@ class Sweep:
 
     def retry_or_fail(
         self,
-        row: Model,
+        row: StepRow,
         kind: str,
         fail: Callable[[RuntimeError], Any],
         requeue: Callable[[], Any],
@@ -91,7 +93,7 @@ class Sweep:
             requeue()
             self.done[kind] += 1
 
-    def take_lease(self, model: type[Model], pk: Any, count_attempt: bool = True, **conditions: Any) -> bool:
+    def take_lease(self, model: type[StepRow], pk: Any, count_attempt: bool = True, **conditions: Any) -> bool:
         """Hand a due row to a new delivery of its step; True if this sweep got it (and so must queue it)."""
         return bool(
             model.objects.filter(self.due(), pk=pk, **conditions).update(
@@ -172,8 +174,8 @@ def lapsed_followups(state: Sweep) -> None:
         state.retry_or_fail(
             research,
             "followups",
-            lambda error, pk=research.pk: followups.followups_failed(pk, error),
-            lambda pk=str(research.pk): dispatch.FOLLOWUPS.now(pk),
+            partial(followups.followups_failed, research.pk),
+            partial(dispatch.FOLLOWUPS.now, str(research.pk)),
             f"no follow-up questions after {research.attempts} attempts",
             status=ResearchStatus.DRAFT,
         )
@@ -192,8 +194,8 @@ def lapsed_starts(state: Sweep) -> None:
         state.retry_or_fail(
             research,
             "start",
-            lambda error, pk=research.pk: lifecycle.start_failed(pk, error),
-            lambda pk=str(research.pk): dispatch.START.now(pk),
+            partial(lifecycle.start_failed, research.pk),
+            partial(dispatch.START.now, str(research.pk)),
             f"it was taken up {research.attempts} times and never started",
             status=ResearchStatus.QUEUED,
         )
@@ -208,8 +210,8 @@ def lapsed_top_planning(state: Sweep) -> None:
         state.retry_or_fail(
             research,
             "plan_top",
-            lambda error, pk=str(research.pk): plan.planning_failed(pk, None, error),
-            lambda pk=str(research.pk): dispatch.PLAN.now(pk, None),
+            partial(plan.planning_failed, str(research.pk), None),
+            partial(dispatch.PLAN.now, str(research.pk), None),
             f"no top-level queries after {research.attempts} attempts",
             status=ResearchStatus.RUNNING,
         )
@@ -235,8 +237,8 @@ def _tree_finished(
         state.retry_or_fail(
             research,
             "coverage" if step == dispatch.COVERAGE else "report",
-            lambda error, pk=str(research.pk): fail(pk, error),
-            lambda pk=str(research.pk): step.now(pk),
+            partial(fail, str(research.pk)),
+            partial(step.now, str(research.pk)),
             f"no {what} after {research.attempts} attempts",
             status=ResearchStatus.RUNNING,
             pending_queries__lte=0,
@@ -258,9 +260,7 @@ def stuck_reports(state: Sweep) -> None:
         if research.attempts >= settings.MAX_ATTEMPTS:
             report.report_failed(str(research.pk), RuntimeError(f"no report after {research.attempts} attempts"))
             state.done["report_failed"] += 1
-        elif Research.objects.filter(
-            pk=research.pk, status=ResearchStatus.REPORTING, claimed_at__lt=state.lease_cutoff
-        ).update(status=ResearchStatus.RUNNING, claimed_at=state.now, claimed_by=SWEEPER):
+        elif transitions.report_writer_lost(research.pk, state.lease_cutoff, state.now):
             dispatch.REPORT.now(str(research.pk))
             state.done["report_retry"] += 1
 
@@ -287,8 +287,8 @@ def lapsed_assembly(state: Sweep) -> None:
         state.retry_or_fail(
             research,
             "assemble",
-            lambda error, pk=str(research.pk): report.report_failed(pk, error),
-            lambda pk=str(research.pk): dispatch.ASSEMBLE.now(pk),
+            partial(report.report_failed, str(research.pk)),
+            partial(dispatch.ASSEMBLE.now, str(research.pk)),
             f"no report assembled after {research.attempts} attempts",
             failed_kind="report_failed",
             status=ResearchStatus.REPORTING,
@@ -309,8 +309,8 @@ def lapsed_sections(state: Sweep) -> None:
         state.retry_or_fail(
             section,
             "section",
-            lambda error, pk=section.pk: report.section_failed(pk, error),
-            lambda pk=section.pk: dispatch.SECTION.now(pk),
+            partial(report.section_failed, section.pk),
+            partial(dispatch.SECTION.now, section.pk),
             f"section “{section.title}” not written after {section.attempts} attempts",
             status__in=unwritten,
         )
@@ -323,8 +323,8 @@ def lapsed_searches(state: Sweep) -> None:
         state.retry_or_fail(
             query,
             "query",
-            lambda error, pk=query.pk: search.search_failed(pk, error),
-            lambda pk=query.pk: dispatch.SEARCH.now(pk),
+            partial(search.search_failed, query.pk),
+            partial(dispatch.SEARCH.now, query.pk),
             f"no search result after {query.attempts} attempts",
             status__in=searching,
         )
@@ -338,8 +338,8 @@ def lapsed_reviews(state: Sweep) -> None:
         state.retry_or_fail(
             query,
             "review",
-            lambda error, pk=query.pk: review.review_failed(pk, error),
-            lambda pk=query.pk: dispatch.REVIEW.now(pk),
+            partial(review.review_failed, query.pk),
+            partial(dispatch.REVIEW.now, query.pk),
             f"no review after {query.attempts} attempts",
             status=QueryStatus.REVIEWING,
         )
@@ -357,8 +357,8 @@ def lapsed_child_planning(state: Sweep) -> None:
         state.retry_or_fail(
             query,
             "plan_children",
-            lambda error, q=query: plan.planning_failed(str(q.research_id), q.pk, error),
-            lambda q=query: dispatch.PLAN.now(str(q.research_id), q.pk),
+            partial(plan.planning_failed, str(query.research_id), query.pk),
+            partial(dispatch.PLAN.now, str(query.research_id), query.pk),
             f"no queries under “{query.query}” after {query.attempts} attempts",
             status=QueryStatus.DONE,
             children_planned=False,
@@ -390,8 +390,8 @@ def _websites(
         state.retry_or_fail(
             website,
             kind,
-            lambda error, pk=website.pk: fail(pk, error),
-            lambda pk=website.pk: step.now(pk),
+            partial(fail, website.pk),
+            partial(step.now, website.pk),
             f"abandoned after {website.attempts} attempts",
             failed_kind="website_failed",
             status=website.status,

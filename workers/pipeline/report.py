@@ -13,10 +13,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import F
 from django.utils import timezone
 
-from research import budgets, dispatch
+from research import budgets, dispatch, transitions
 from research.dispatch import QUEUED
 from research.events import record_event
 from research.lifecycle import fail_research
@@ -36,6 +36,7 @@ from research.models import (
 )
 from research.text.quotes import PageText
 from research.transactions import research_transaction
+from research.types import ResearchId
 from workers.agents import report_writer
 from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
@@ -62,17 +63,9 @@ def write_report(research_id: str, task_id: str | None = None) -> None:
     """
     owner = claim_owner(task_id)
     with research_transaction(research_id):
-        claimed = Research.objects.filter(pk=research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0).update(
-            status=ResearchStatus.REPORTING,
-            claimed_at=timezone.now(),
-            claimed_by=(owner + worker_name())[:200],
-            attempts=F("attempts") + 1,
-        )
-        if claimed:
+        if transitions.start_reporting(research_id, owner + worker_name()):
             record_event(research_id, EventType.REPORT_WRITING_START, {})
-        elif not Research.objects.filter(
-            pk=research_id, status=ResearchStatus.REPORTING, claimed_by__startswith=owner
-        ).update(claimed_at=timezone.now()):
+        elif not transitions.renew(research_id, owner, status=ResearchStatus.REPORTING):
             return  # not finished, claimed by another delivery, or over: nothing to do
     with holding(Research, research_id):
         _plan(research_id)
@@ -136,7 +129,7 @@ def _plan(research_id: str) -> None:
                 kept = {"title": outline.get("title", ""), "summary": outline.get("summary", [])}
                 if outline.get("sources_answer_request") in ("yes", "partly", "no"):
                     kept["sources_answer_request"] = outline["sources_answer_request"]
-                Research.objects.filter(pk=research_id).update(report_outline=kept)
+                transitions.keep_outline(research_id, kept)
                 ReportSection.objects.bulk_create(
                     ReportSection(
                         research_id=research_id,
@@ -208,9 +201,7 @@ def _packet(sources: list[SourceNote], plan: dict[str, Any]) -> list[SourceNote]
 
 def _hand_to_assembly(research_id: str) -> None:
     """Inside the research transaction: the research row's lease waits for the assembly, queued on commit."""
-    Research.objects.filter(pk=research_id, status=ResearchStatus.REPORTING).update(
-        claimed_by=QUEUED, claimed_at=timezone.now()
-    )
+    transitions.hand_on(research_id, status=ResearchStatus.REPORTING)
     dispatch.ASSEMBLE.on_commit(research_id)
 
 
@@ -301,9 +292,7 @@ def section_failed(section_id: int, error: BaseException) -> None:
 def assemble_report(research_id: str, task_id: str | None = None) -> None:
     """Every section written: assemble the report, check it as a whole, store it and complete the research."""
     owner = claim_owner(task_id)
-    if not Research.objects.filter(claimable(owner), pk=research_id, status=ResearchStatus.REPORTING).update(
-        claimed_by=(owner + worker_name())[:200], claimed_at=timezone.now()
-    ):
+    if not transitions.claim(research_id, claimable(owner), owner + worker_name(), status=ResearchStatus.REPORTING):
         return
     with holding(Research, research_id):
         _write(research_id)
@@ -325,6 +314,7 @@ def _write(research_id: str) -> None:
     }
     # The memory's contradictions and open questions: rendered from the stored items, after the model's sections.
     memory = report_notes(research_id)
+    stats: dict[str, Any]  # the renderer's counts, and what is added to them below
     markdown, stats = render_report(report, sources, page_texts, memory)
     stats["sections"] = len(sections)
     if research.engine == EXTRACTIVE:
@@ -373,11 +363,7 @@ def _write(research_id: str) -> None:
 def _complete(research_id: str, title: str) -> None:
     # The sweeper may have moved a slow writer's research back to running; either way it is finished now. The
     # research takes the report's title unless its user named it.
-    Research.objects.filter(pk=research_id, status__in=UNREPORTED).update(
-        status=ResearchStatus.COMPLETED,
-        finished_at=timezone.now(),
-        title=Case(When(title_from_user=True, then=F("title")), default=Value(title[:200])),
-    )
+    transitions.complete(research_id, title, UNREPORTED)
 
 
 def _relevance(research: Research) -> relevance.Relevance | None:
@@ -436,7 +422,7 @@ class PageTexts(Mapping[str, PageText]):
     sources is not a key; one whose page has no stored text maps to an empty text, as before.
     """
 
-    def __init__(self, research_id: Any, urls: Iterable[str]) -> None:
+    def __init__(self, research_id: ResearchId, urls: Iterable[str]) -> None:
         self._research_id = research_id
         self._urls = list(dict.fromkeys(urls))
         self._keys = set(self._urls)
@@ -479,7 +465,7 @@ _section_sources_lock = threading.Lock()
 
 
 def collect_sources(
-    research_id: Any,
+    research_id: ResearchId,
     max_tokens: int,
     chars_per_token: float = CHARS_PER_TOKEN,
     cache_key: tuple[Any, ...] | None = None,

@@ -15,11 +15,10 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F, Max
+from django.db.models import Max
 from django.utils import timezone
 
-from research import dispatch
-from research.dispatch import QUEUED
+from research import dispatch, transitions
 from research.events import record_event
 from research.memory import open_gaps
 from research.models import (
@@ -34,6 +33,7 @@ from research.models import (
 )
 from research.planning import descendants, gap_round_queries
 from research.transactions import research_transaction
+from research.types import ResearchId
 from workers.agents.common import distinct
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.evaluator import BranchEvaluation, Learning
@@ -118,7 +118,7 @@ def _review(research: Research, query: SerpQuery, engine: str, remember: bool = 
             )
 
 
-def _answers(research_id: Any) -> list[tuple[str, str]]:
+def _answers(research_id: ResearchId) -> list[tuple[str, str]]:
     rows = FollowUpQuestion.objects.filter(research_id=research_id).order_by("position")
     return list(rows.values_list("question", "answer"))
 
@@ -163,9 +163,9 @@ def evaluate_coverage(research_id: str, task_id: str | None = None) -> None:
     if dispatch.tree_finished_step(research_id) != dispatch.COVERAGE:
         return  # evaluated already (the report is queued), or stopped by a budget
     owner = claim_owner(task_id)
-    if not Research.objects.filter(
-        claimable(owner), pk=research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0
-    ).update(claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]):
+    if not transitions.claim(
+        research_id, claimable(owner), owner + worker_name(), status=ResearchStatus.RUNNING, pending_queries__lte=0
+    ):
         return  # another delivery is evaluating it
     with holding(Research, research_id):
         _cover(research, research.engine)
@@ -175,9 +175,7 @@ def coverage_failed(research_id: str, error: BaseException) -> None:
     """The coverage evaluation failed for good: the report is written from what the branches found."""
     log.warning("coverage evaluation of research %s failed (%s); writing the report", research_id, error)
     with research_transaction(research_id):
-        if Research.objects.filter(pk=research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0).update(
-            claimed_at=timezone.now(), claimed_by=QUEUED
-        ):
+        if transitions.hand_on(research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0):
             dispatch.REPORT.on_commit(str(research_id))
 
 
@@ -205,9 +203,7 @@ def _cover(research: Research, engine: str) -> None:
             return  # cancelled, stopped or evaluated by another delivery meanwhile
         data: dict[str, Any] = {"score": evaluation.score, "gaps": evaluation.gaps, "round_added": None}
         if not planned:
-            Research.objects.filter(pk=research.pk).update(
-                score=evaluation.score, claimed_at=timezone.now(), claimed_by=QUEUED
-            )
+            transitions.evaluated(research.pk, evaluation.score)
             record_event(research.pk, EventType.RESEARCH_EVALUATED, data)
             dispatch.REPORT.on_commit(str(research.pk))
             return
@@ -216,14 +212,7 @@ def _cover(research: Research, engine: str) -> None:
         per_branch = 1 + descendants(breadth, depth, 1)
         last = SerpQuery.objects.filter(research_id=research.pk, parent__isnull=True).aggregate(last=Max("position"))
         offset = (last["last"] if last["last"] is not None else -1) + 1
-        Research.objects.filter(pk=research.pk).update(
-            score=evaluation.score,
-            gap_rounds=round_,
-            pending_queries=F("pending_queries") + per_branch * len(planned),
-            attempts=0,
-            claimed_at=timezone.now(),
-            claimed_by="",
-        )
+        transitions.add_gap_round(research.pk, evaluation.score, round_, per_branch * len(planned))
         created = SerpQuery.objects.bulk_create(
             SerpQuery(
                 research_id=research.pk,

@@ -1,0 +1,256 @@
+"""Every write to a research's row: its status, its lease and its counters, each a conditional UPDATE.
+
+A transition names the state it moves from in its WHERE clause (compare-and-set), so of two racing writers one
+wins and the other learns it lost from the returned bool, without reading the row first. Callers hold the
+research's transaction (`research.transactions.research_transaction`) where the change must commit with events
+or follow-on steps. Counters that many steps add to at once go through the tallies of research/transactions.py
+(one UPDATE per transaction); the rest are here. `tests/test_layers.py` fails on a `Research.objects….update(`
+anywhere else.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+
+from research.dispatch import QUEUED, SWEEPER
+from research.models import Research, ResearchStatus
+
+ResearchId = Any  # a UUID or its string
+
+
+def _research(research_id: ResearchId, *conditions: Q, **fields: Any) -> Any:
+    return Research.objects.filter(*conditions, pk=research_id, **fields)
+
+
+# --- the research row's lease --------------------------------------------------------------------------------
+# The step that holds the row (the top-level planning, the report, the coverage evaluation, the assembly) leases
+# it like any tree row: `claimed_by` names its holder, or QUEUED while the next step waits in the queue.
+
+
+def hand_on(research_id: ResearchId, **only_if: Any) -> bool:
+    """The row's lease waits for the step queued next (the report, the evaluation, the assembly)."""
+    return bool(_research(research_id, **only_if).update(claimed_at=timezone.now(), claimed_by=QUEUED))
+
+
+def claim(research_id: ResearchId, claimable: Q, holder: str, **only_if: Any) -> bool:
+    """Take the row's lease for a step (`claimable`: the lease is free, lapsed or this task's own)."""
+    return bool(_research(research_id, claimable, **only_if).update(claimed_by=holder[:200], claimed_at=timezone.now()))
+
+
+def renew(research_id: ResearchId, owner: str, **only_if: Any) -> bool:
+    """Renew the lease a task holds already (a retry of the same task takes its own claim up again)."""
+    return bool(_research(research_id, claimed_by__startswith=owner, **only_if).update(claimed_at=timezone.now()))
+
+
+def reset_attempts(research_id: ResearchId) -> None:
+    """The sweeper's re-queues of a step are over: the next step's count from zero."""
+    _research(research_id).update(attempts=0)
+
+
+# --- status ----------------------------------------------------------------------------------------------------
+
+
+def questions_written(research_id: ResearchId) -> bool:
+    """draft → awaiting_answers, once its follow-up questions are stored."""
+    return bool(
+        _research(research_id, status=ResearchStatus.DRAFT).update(
+            status=ResearchStatus.AWAITING_ANSWERS,
+            claimed_by="",
+            # The sweeper's re-queues of this step are over; the start's count from zero.
+            attempts=0,
+        )
+    )
+
+
+def draft_failed(research_id: ResearchId, message: str) -> bool:
+    """A draft whose questions could not be written fails with the reason."""
+    return bool(
+        _research(research_id, status=ResearchStatus.DRAFT).update(
+            status=ResearchStatus.FAILED, error=message[:2000], finished_at=timezone.now(), claimed_by=""
+        )
+    )
+
+
+def queue_start(research_id: ResearchId, **settings: Any) -> bool:
+    """awaiting_answers → queued, with the settings it runs with (breadth, depth, budgets, mode, ...)."""
+    return bool(
+        _research(research_id, status=ResearchStatus.AWAITING_ANSWERS).update(
+            status=ResearchStatus.QUEUED, claimed_at=timezone.now(), **settings
+        )
+    )
+
+
+def start(research_id: ResearchId, planned: int) -> bool:
+    """queued → running, every planned query pending, the lease handed on to the top-level planning."""
+    now = timezone.now()
+    return bool(
+        _research(research_id, status=ResearchStatus.QUEUED).update(
+            status=ResearchStatus.RUNNING,
+            started_at=now,
+            pending_queries=planned,
+            claimed_at=now,
+            claimed_by=QUEUED,
+            attempts=0,  # the sweeper's re-queues of the start are over; the planning's count from zero
+        )
+    )
+
+
+def start_reporting(research_id: ResearchId, holder: str) -> bool:
+    """running → reporting, once every query is counted off: one report version, claimed once."""
+    return bool(
+        _research(research_id, status=ResearchStatus.RUNNING, pending_queries__lte=0).update(
+            status=ResearchStatus.REPORTING,
+            claimed_at=timezone.now(),
+            claimed_by=holder[:200],
+            attempts=F("attempts") + 1,
+        )
+    )
+
+
+def report_writer_lost(research_id: ResearchId, lease_cutoff: datetime, now: datetime) -> bool:
+    """reporting → running, when the report's writer died before it planned the sections, so the report can be
+    claimed again."""
+    return bool(
+        _research(research_id, status=ResearchStatus.REPORTING, claimed_at__lt=lease_cutoff).update(
+            status=ResearchStatus.RUNNING, claimed_at=now, claimed_by=SWEEPER
+        )
+    )
+
+
+def complete(research_id: ResearchId, title: str, unfinished: list[str]) -> bool:
+    """→ completed, from any of the `unfinished` statuses. The research takes the report's title unless its user
+    named it."""
+    return bool(
+        _research(research_id, status__in=unfinished).update(
+            status=ResearchStatus.COMPLETED,
+            finished_at=timezone.now(),
+            title=Case(When(title_from_user=True, then=F("title")), default=Value(title[:200])),
+        )
+    )
+
+
+def cancel(research_id: ResearchId, now: datetime, cancellable: list[str]) -> bool:
+    return bool(_research(research_id, status__in=cancellable).update(status=ResearchStatus.CANCELLED, finished_at=now))
+
+
+def fail(research_id: ResearchId, now: datetime, error: str, active: list[str] | set[str]) -> bool:
+    return bool(
+        _research(research_id, status__in=active).update(
+            status=ResearchStatus.FAILED, finished_at=now, error=error[:4000]
+        )
+    )
+
+
+def stop_on_budget(research_id: ResearchId, reason: str) -> bool:
+    """Mark a running research stopped by a budget; a research whose every query is counted off already has its
+    whole report coming, and is not stopped."""
+    return bool(
+        _research(research_id, status=ResearchStatus.RUNNING, stop_reason="", pending_queries__gt=0).update(
+            partial=True, stop_reason=reason
+        )
+    )
+
+
+def hand_stopped_tree_to_report(research_id: ResearchId) -> bool:
+    """A stopped research's tree is over: nothing pending, the lease handed on to the report (once)."""
+    return bool(
+        _research(research_id, status=ResearchStatus.RUNNING, pending_queries__gt=0)
+        .exclude(stop_reason="")
+        .update(pending_queries=0, claimed_at=timezone.now(), claimed_by=QUEUED)
+    )
+
+
+def report_cancelled(research_id: ResearchId, reason: str) -> bool:
+    """cancelled → running, to write the partial report of what it found (every query is settled already)."""
+    return bool(
+        _research(research_id, status=ResearchStatus.CANCELLED).update(
+            status=ResearchStatus.RUNNING,
+            partial=True,
+            stop_reason=reason,
+            pending_queries=0,
+            finished_at=None,
+            error="",
+            attempts=0,
+            claimed_at=timezone.now(),
+            claimed_by=QUEUED,
+        )
+    )
+
+
+def add_branch(research_id: ResearchId, queries: int) -> bool:
+    """A branch retried while the research runs: its queries are pending again."""
+    return bool(
+        _research(research_id, status=ResearchStatus.RUNNING).update(pending_queries=F("pending_queries") + queries)
+    )
+
+
+def run_branch_again(research_id: ResearchId, queries: int, finished: list[str], next_version: bool) -> bool:
+    """A finished research runs again for one retried branch (only its queries pending), and writes its next
+    report version when it has a report already."""
+    now = timezone.now()
+    return bool(
+        _research(research_id, status__in=finished).update(
+            status=ResearchStatus.RUNNING,
+            pending_queries=queries,
+            finished_at=None,
+            error="",
+            attempts=0,
+            # The time budget counts from the research's new run.
+            started_at=now,
+            claimed_at=None,
+            claimed_by="",
+            report_version=F("report_version") + int(next_version),
+        )
+    )
+
+
+# --- what a step found, and its counters -----------------------------------------------------------------------
+
+
+def evaluated(research_id: ResearchId, score: float) -> None:
+    """The coverage evaluation found it good enough (or found nothing to add): its score, the lease handed on to
+    the report."""
+    _research(research_id).update(score=score, claimed_at=timezone.now(), claimed_by=QUEUED)
+
+
+def add_gap_round(research_id: ResearchId, score: float, round_: int, queries: int) -> None:
+    """The coverage evaluation added a round of gap-filling branches: `queries` more pending."""
+    _research(research_id).update(
+        score=score,
+        gap_rounds=round_,
+        pending_queries=F("pending_queries") + queries,
+        attempts=0,
+        claimed_at=timezone.now(),
+        claimed_by="",
+    )
+
+
+def keep_outline(research_id: ResearchId, outline: dict[str, Any]) -> None:
+    """What the report's assembly needs of its outline (title, summary, the writer's relevance verdict)."""
+    _research(research_id).update(report_outline=outline)
+
+
+def add_usage(
+    research_id: ResearchId, prompt_tokens: int, completion_tokens: int, cost_usd: Decimal | float | None
+) -> None:
+    """A model call's tokens and cost; a call with no price counts as unpriced."""
+    _research(research_id).update(
+        prompt_tokens=F("prompt_tokens") + prompt_tokens,
+        completion_tokens=F("completion_tokens") + completion_tokens,
+        cost_usd=F("cost_usd") + (cost_usd or 0),
+        unpriced_calls=F("unpriced_calls") + (0 if cost_usd is not None else 1),
+    )
+
+
+def add_dropped_quotes(research_id: ResearchId, count: int) -> None:
+    _research(research_id).update(quotes_dropped=F("quotes_dropped") + count)
+
+
+def rename(research_id: ResearchId, title: str) -> None:
+    """A title of its user's choosing: a report written later keeps it."""
+    _research(research_id).update(title=title, title_from_user=True)
