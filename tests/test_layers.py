@@ -1,7 +1,8 @@
 """Imports go one way: text ← config ← core ← clients ← agents ← pipeline ← tasks ← web.
 
-A module may import modules of its own layer and of the layers before it, never of a later one. Imports inside
-functions count too: deferring an import hides a cycle, it does not remove it.
+A module may import modules of its own layer and of the layers before it, never of a later one, and no modules
+import each other in a cycle. Imports inside functions count too: deferring an import hides a cycle, it does not
+remove it.
 """
 
 import ast
@@ -114,3 +115,51 @@ def test_layers_no_test_module_imports_another_test_module() -> None:
             if target.startswith("tests.") and (last.startswith("test_") or last == "conftest"):
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     assert wrong == []
+
+
+def cycles(sources: dict[str, str]) -> list[list[str]]:
+    """The app modules that import one another in a cycle (imports inside functions included), each cycle's
+    modules sorted: the strongly connected components of the import graph with more than one module."""
+    graph = {
+        module: {t for _, t in imported_modules(source) if t in sources and t != module}
+        for module, source in sources.items()
+    }
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            component = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return sorted(found)
+
+
+def test_layers_no_modules_import_each_other() -> None:
+    # Within a layer imports may go sideways, but never round: the agents' shared values live in
+    # workers/agents/types.py so that the extractive engine and the LLM agents need not import each other.
+    assert cycles(app_sources()) == []
+
+
+def test_layers_cycle_check_catches_a_deferred_cycle() -> None:
+    sources = {
+        "workers.agents.evaluator": "def f():\n    from workers.agents import extractive\n",
+        "workers.agents.extractive": "from workers.agents.evaluator import Learning",
+        "workers.agents.types": "",
+    }
+    assert cycles(sources) == [["workers.agents.evaluator", "workers.agents.extractive"]]

@@ -29,11 +29,19 @@ from research.text.lexical import (
 )
 from research.text.quotes import is_quotable
 from workers.agents.common import distinct
-from workers.agents.evaluator import BranchEvaluation, Learning, ResearchEvaluation
-from workers.agents.memory_agent import KnownMemory, MemorySource, MemoryUpdate, Note
-from workers.agents.query_generator import Ancestor, PlannedQuery
-from workers.agents.report_writer import SourceNote
-from workers.agents.website_analyzer import Finding
+from workers.agents.types import (
+    Ancestor,
+    BranchEvaluation,
+    Finding,
+    KnownMemory,
+    Learning,
+    MemorySource,
+    MemoryUpdate,
+    Note,
+    PlannedQuery,
+    ResearchEvaluation,
+    SourceNote,
+)
 
 MAX_FINDINGS = 6
 # Long pages: the sentences past this point are not read (the collection's pages are mostly far shorter).

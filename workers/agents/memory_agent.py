@@ -5,13 +5,13 @@ answers with new items, each naming the website ids it rests on, and the ids of 
 The caller keeps only ids of analysed websites and de-duplicates by normalised text (workers/pipeline/memory.py).
 """
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
 from research.text.storable import storable
 from workers.agents.common import Fence, relaxed, trim_to_tokens
+from workers.agents.types import KnownMemory, MemorySource, MemoryUpdate, Note
 from workers.clients.llm import complete_json
 from workers.clients.model_window import Room
 
@@ -66,39 +66,6 @@ SCHEMA: dict[str, Any] = {
     "required": ["insights", "gaps", "contradictions", "answered_gaps"],
     "additionalProperties": False,
 }
-
-
-@dataclass
-class MemorySource:
-    """One analysed website of the branch, as the agent sees it."""
-
-    website_id: int
-    url: str
-    title: str
-    findings: list[tuple[str, str]] = field(default_factory=list)  # (fact, quote)
-
-
-@dataclass(frozen=True)
-class KnownMemory:
-    """The research's memory so far: open gaps with their ids (the agent may close them), texts of the rest."""
-
-    gaps: list[tuple[int, str]] = field(default_factory=list)
-    insights: list[str] = field(default_factory=list)
-    contradictions: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Note:
-    text: str
-    website_ids: list[int]
-
-
-@dataclass
-class MemoryUpdate:
-    insights: list[Note] = field(default_factory=list)
-    gaps: list[str] = field(default_factory=list)
-    contradictions: list[Note] = field(default_factory=list)
-    answered_gaps: list[int] = field(default_factory=list)
 
 
 def branch_block(sources: list[MemorySource]) -> str:

@@ -1,12 +1,12 @@
 """The report-writer agent: a long, sectioned report in which every sentence cites numbered sources."""
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
 from research.text.storable import storable_data
 from workers.agents.common import Fence
+from workers.agents.types import SourceNote
 from workers.clients.llm import answer_tokens, complete_json, room_for
 
 SYSTEM = (
@@ -72,17 +72,6 @@ SCHEMA: dict[str, Any] = {
     "required": ["title", "summary", "sections"],
     "additionalProperties": False,
 }
-
-
-@dataclass
-class SourceNote:
-    """One numbered source as the writer sees it: a page and what was extracted from it."""
-
-    number: int
-    url: str
-    title: str
-    findings: list[tuple[str, str]] = field(default_factory=list)  # (fact, quote)
-    ids: list[int] = field(default_factory=list)  # each finding's Extract id, where the pipeline knows it
 
 
 def sources_block(sources: list[SourceNote]) -> str:
