@@ -8,15 +8,29 @@ import pytest
 from django.conf import settings
 from kombu import Connection
 
+from devtools.processes import ROOT
 from researchsite.broker import FilesystemTransport, RedisTransport
 
 
 @pytest.fixture
-def connection(tmp_path: Path) -> Connection:
+def connection(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Connection:
     folder = str(tmp_path)
-    options = {"data_folder_in": folder, "data_folder_out": folder, "store_processed": False}
+    # Every folder the transport writes, the exchange tables' control folder included (beside the messages' folder,
+    # which holds messages only): kombu's default for it is "control" in the working directory, which wrote
+    # control/tasks.exchange into the checkout.
+    options = {
+        "data_folder_in": folder,
+        "data_folder_out": folder,
+        "control_folder": str(tmp_path_factory.mktemp("control")),
+        "store_processed": False,
+    }
+    outside = {Path.cwd() / "control", ROOT / "control"}
+    there = {path for path in outside if path.exists()}
     with Connection("filesystem://", transport_options=options) as conn:
         yield conn
+    # Nothing was written outside the test's folder: no control folder appeared in the working directory or the
+    # repository root.
+    assert {path for path in outside if path.exists()} == there
 
 
 def test_filesystem_urls_use_the_atomic_transport(connection: Connection) -> None:
@@ -46,6 +60,8 @@ def test_a_message_appears_whole_and_round_trips(
     assert message.payload == {"task": "workers.tasks.scrape_website_task", "id": 7}
     message.ack()
     queue.close()
+    # and the queue's exchange table went to the test's control folder
+    assert (Path(connection.transport_options["control_folder"]) / "tasks.exchange").exists()
 
 
 def test_redis_channel_closed_after_release_is_a_connection_error() -> None:
