@@ -304,7 +304,7 @@ class Watcher:
     def _replay(self) -> dict[str, Any] | None:
         """The state a page builds from the history and the pushes (after the run: applying is the page's work,
         not the watcher's); None if a delta did not follow the state."""
-        from tests.support.deltas import DeltaMismatch, apply_delta
+        from devtools.deltas import DeltaMismatch, apply_delta
 
         state = json.loads(json.dumps(self.state))
         for update in self._updates:

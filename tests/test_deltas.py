@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from devtools.deltas import DeltaMismatch, apply_delta
 from research.delta import Since, build_delta, consistent_view, state_checksum
 from research.models import (
     Document,
@@ -39,7 +40,7 @@ from research.models import (
 from research.push import Pushed, RedisPushState, flush, research_group
 from research.snapshot import build_snapshot
 from researchsite.asgi import application
-from tests.support.deltas import DeltaMismatch, Watcher, apply_delta, touched
+from tests.support.deltas import Watcher, touched
 from tests.support.e2e import start_research, wait_finished
 from tests.support.factories import running_research
 from tests.support.logins import session_cookie

@@ -1,5 +1,5 @@
 // A research's state on the page: the snapshot of the last history message, with every push's delta applied.
-// The same rules as apply_delta in tests/support/deltas.py (the reference implementation): `research`, `progress`
+// The same rules as apply_delta in devtools/deltas.py (the reference implementation): `research`, `progress`
 // and `coverage` replace theirs, whole documents replace theirs, and each keyed collection comes with the order of
 // all its keys and the rows that changed, so rows missing from the order are gone.
 
