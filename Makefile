@@ -36,6 +36,7 @@ browser:
 lint: dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	SECRET_KEY=mypy-imports-the-settings-only $(VENV)/bin/mypy
 
 format: dev
 	$(VENV)/bin/ruff format .
@@ -69,4 +70,4 @@ bench: dev services
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

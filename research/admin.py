@@ -1,6 +1,7 @@
 """Admin: an operator can follow a running research (queries, websites, events) and find failures fast."""
 
 from datetime import timedelta
+from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -275,7 +276,8 @@ class SpendingUserAdmin(UserAdmin):
     """Django's user admin with what each user's model calls spent, over the last 24 hours (what the daily quotas
     count) and in all; dollars are of priced calls."""
 
-    list_display = (*UserAdmin.list_display, "tokens_day", "cost_day", "tokens_total", "cost_total")
+    # UserAdmin is generic only in the stubs, so it cannot be subscripted here.
+    list_display = (*UserAdmin.list_display, "tokens_day", "cost_day", "tokens_total", "cost_total")  # type: ignore[misc]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         day = Q(llm_calls__created_at__gt=timezone.now() - timedelta(hours=24))
@@ -291,19 +293,19 @@ class SpendingUserAdmin(UserAdmin):
         )
 
     @admin.display(description="tokens (24 h)", ordering="spent_tokens_day")
-    def tokens_day(self, user: object) -> int:
+    def tokens_day(self, user: Any) -> int:
         return user.spent_tokens_day
 
     @admin.display(description="cost (24 h)", ordering="spent_usd_day")
-    def cost_day(self, user: object) -> str:
+    def cost_day(self, user: Any) -> str:
         return _dollars(user.spent_usd_day)
 
     @admin.display(description="tokens (all)", ordering="spent_tokens")
-    def tokens_total(self, user: object) -> int:
+    def tokens_total(self, user: Any) -> int:
         return user.spent_tokens
 
     @admin.display(description="cost (all)", ordering="spent_usd")
-    def cost_total(self, user: object) -> str:
+    def cost_total(self, user: Any) -> str:
         return _dollars(user.spent_usd)
 
 

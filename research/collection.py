@@ -149,7 +149,7 @@ def index_folder(folder: Path, replace: bool = False, report: Callable[[str], No
 
 def _files(folder: Path) -> list[Path]:
     """Every regular file under the folder, in a stable order; hidden files and folders are skipped."""
-    found = []
+    found: list[Path] = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(Path(root) / name for name in sorted(files) if not name.startswith("."))
@@ -260,7 +260,7 @@ def signature(document_id: int) -> str:
     return _signer().sign(str(document_id)).split(".", 1)[1]
 
 
-def signature_ok(document_id: int, given: str, max_age: float | None = None) -> bool:
+def signature_ok(document_id: int, given: str, max_age: int | None = None) -> bool:
     """Whether this app signed `given` for the document, and (with `max_age`) no more than max_age seconds ago."""
     try:
         _signer().unsign(f"{document_id}.{given}", max_age=max_age)

@@ -114,7 +114,7 @@ def build_delta(research_id: ResearchId, since: Since | None) -> dict[str, Any]:
     delta: dict[str, Any] = {
         "version": DELTA_VERSION,
         "snapshot_version": SNAPSHOT_VERSION,
-        "base": since.seq if xmin is not None else 0,
+        "base": since.seq if since is not None and xmin is not None else 0,
         "research": research_state(research),
     }
     changed = _changed_rows(research.pk, xmin)
@@ -272,12 +272,12 @@ def _counts(research_pk: Any) -> tuple[Counter[str], int, int]:
     rows = (
         Website.objects.filter(research_id=research_pk)
         .values("status")
-        .annotate(count=Count("id"), pages=Count("url", distinct=True), extracts=Subquery(extracts.values("n")))
+        .annotate(count=Count("id"), pages=Count("url", distinct=True), extract_count=Subquery(extracts.values("n")))
     )
     extract_count = pages_analysed = 0
     for row in rows:
         statuses[row["status"]] = row["count"]
-        extract_count = row["extracts"] or 0
+        extract_count = row["extract_count"] or 0
         if row["status"] == WebsiteStatus.ANALYZED:
             pages_analysed = row["pages"]
     return statuses, extract_count, pages_analysed

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from research.models import QueryStatus, Research, ResearchMode, SerpQuery, Website, WebsiteStatus
+from research.types import ResearchId
 from researchsite.celery import app
 
 P = ParamSpec("P")
@@ -41,7 +42,7 @@ class StepRef(Generic[P]):
         _positional_only(kwargs)
         queue_on_commit(self.name, *args)
 
-    def each_on_commit(self: StepRef[[int]], ids: Iterable[int], research_id: Any) -> None:
+    def each_on_commit(self: StepRef[[int]], ids: Iterable[int], research_id: ResearchId) -> None:
         """One step per row id of the research's tree, published on commit at the research's backlog priority."""
         queue_each_on_commit(self.name, ids, research_id)
 
@@ -82,7 +83,7 @@ LOWEST_PRIORITY = 9
 
 def queue(task_name: str, *args: Any, priority: int | None = None) -> None:
     """Publish the step now."""
-    options = {} if priority is None else {"priority": priority}
+    options: dict[str, Any] = {} if priority is None else {"priority": priority}
     _task(task_name).apply_async(args, **options)
 
 
@@ -91,7 +92,7 @@ def queue_on_commit(task_name: str, *args: Any) -> None:
     transaction.on_commit(lambda: queue(task_name, *args), robust=True)
 
 
-def tree_finished_step(research_id: Any) -> StepRef[[str]]:
+def tree_finished_step(research_id: ResearchId) -> StepRef[[str]]:
     """The step that follows the last query counted off: in adaptive mode, while gap-filling rounds remain, a
     research that no budget stopped and that no evaluation found good enough yet has its coverage evaluated
     first; otherwise the report. Every place that counts the last query off (and the sweeper) asks here."""
@@ -110,13 +111,13 @@ def tree_finished_step(research_id: Any) -> StepRef[[str]]:
     return COVERAGE
 
 
-def queue_tree_finished_on_commit(research_id: Any) -> None:
+def queue_tree_finished_on_commit(research_id: ResearchId) -> None:
     """Queue, on commit, what follows the last query counted off (its lease, the research row's, handed on by
     the caller)."""
     tree_finished_step(research_id).on_commit(str(research_id))
 
 
-def queue_each_on_commit(task_name: str, ids: Iterable[Any], research_id: Any) -> None:
+def queue_each_on_commit(task_name: str, ids: Iterable[Any], research_id: ResearchId) -> None:
     """One step per id of the research's tree, published once the current transaction commits, at the priority
     the research's backlog gives."""
     ids = list(ids)
@@ -131,14 +132,14 @@ def queue_each_on_commit(task_name: str, ids: Iterable[Any], research_id: Any) -
         transaction.on_commit(lambda: _publish_each(task_name, ids, research_id), robust=True)
 
 
-def _publish_each(task_name: str, ids: list[Any], research_id: Any, priority: int | None = None) -> None:
+def _publish_each(task_name: str, ids: list[Any], research_id: ResearchId, priority: int | None = None) -> None:
     if priority is None:
         priority = step_priority(waiting_steps(research_id))
     for row_id in ids:
         queue(task_name, row_id, priority=priority)
 
 
-def waiting_steps(research_id: Any) -> int:
+def waiting_steps(research_id: ResearchId) -> int:
     """The research's searches, scrapes and analyses handed on and not yet taken up by a worker."""
     # One statement (one round trip, one commit): this runs before every batch of steps a step publishes.
     waiting = ", ".join(["%s"] * len(WAITING))

@@ -10,9 +10,10 @@ from typing import Any
 from research.models import WebsiteStatus
 from research.snapshot import build_snapshot
 from research.text.links import inert_text, markdown_link
+from research.types import ResearchId
 
 
-def build_error_output(research_id: Any, what: str, impact: str) -> str:
+def build_error_output(research_id: ResearchId, what: str, impact: str) -> str:
     snapshot = build_snapshot(research_id)
     research, progress, queries = snapshot["research"], snapshot["progress"], snapshot["queries"]
     websites = [(query, website) for query in queries for website in query["websites"]]

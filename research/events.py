@@ -12,9 +12,10 @@ from django.db import connection, transaction
 from research import push
 from research.models import Event, Research
 from research.transactions import open_tally
+from research.types import ResearchId
 
 
-def record_event(research_id: Any, event_type: str, data: dict[str, Any] | None = None) -> Event | None:
+def record_event(research_id: ResearchId, event_type: str, data: dict[str, Any] | None = None) -> Event | None:
     """Save the event now with the next seq, or add it to the open tally (then None is returned)."""
     tally = open_tally(research_id)
     if tally is not None:
@@ -37,7 +38,7 @@ def record_event(research_id: Any, event_type: str, data: dict[str, Any] | None 
     return event
 
 
-def insert_events(research_id: Any, recorded: list[tuple[str, dict[str, Any]]], last_seq: int) -> None:
+def insert_events(research_id: ResearchId, recorded: list[tuple[str, dict[str, Any]]], last_seq: int) -> None:
     """Insert a tally's events with the seqs ending at `last_seq`, which the caller took on the research row."""
     if not recorded:
         return

@@ -6,9 +6,9 @@ workers that find it at once insert it once.
 """
 
 import re
-from typing import Any
 
 from research.models import MemoryItem, MemoryKind
+from research.types import ResearchId
 
 MAX_KEY_CHARS = 200
 # Open gaps a planning prompt gets, oldest first, ahead of the evaluator's own gaps and directions: an adaptive
@@ -25,7 +25,7 @@ def memory_key(text: str) -> str:
     return " ".join(_NOT_WORD.sub(" ", text.casefold()).split())[:MAX_KEY_CHARS].rstrip()
 
 
-def open_gaps(research_id: Any) -> list[str]:
+def open_gaps(research_id: ResearchId) -> list[str]:
     """The research's open gaps, oldest first, at most MAX_MEMORY_GAPS: what planning should close first."""
     rows = MemoryItem.objects.filter(research_id=research_id, kind=MemoryKind.GAP, closed=False).order_by("id")
     return list(rows.values_list("text", flat=True)[:MAX_MEMORY_GAPS])

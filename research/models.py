@@ -6,6 +6,7 @@ ever changed with conditional UPDATEs inside the transaction that finishes a nod
 """
 
 import uuid
+from typing import TypeAlias
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
@@ -534,3 +535,9 @@ class ModelCheck(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.base_url}: {self.get_verdict_display()}"
+
+
+# The rows a step leases (claimed_at, claimed_by, attempts): reserved for a task, handed on by the sweeper.
+StepRow: TypeAlias = Research | SerpQuery | Website | ReportSection
+# What the heartbeat renews (claimed_at): a step's row, or the page that a fetch holds.
+LeasedRow: TypeAlias = StepRow | Page

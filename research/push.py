@@ -13,17 +13,18 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import OperationalError, close_old_connections, connections, transaction
 from psycopg.errors import LockNotAvailable
 
 from research.delta import Since, drop_rows, read_push, row_digests
 from research.models import Research
+from research.types import ResearchId
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ FRESH_HISTORY = 200
 PUSH_RECORD_SECONDS = 7 * 24 * 3600
 
 
-def research_group(research_id: Any) -> str:
+def research_group(research_id: ResearchId) -> str:
     return f"research-{research_id}"
 
 
@@ -46,6 +47,13 @@ def session_group(session_key: str) -> str:
     return f"session-{session_key}"
 
 
+def _channel_layer() -> BaseChannelLayer:
+    layer = get_channel_layer()
+    if layer is None:  # CHANNEL_LAYERS always names one (researchsite/settings.py)
+        raise RuntimeError("no channel layer is configured")
+    return layer
+
+
 def close_session_sockets(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     """On logout (Django's user_logged_out, sent before the session is flushed): tell the session's sockets to
     close, so an open tab stops receiving the moment its user signs out. Best effort, like every push."""
@@ -53,12 +61,12 @@ def close_session_sockets(sender: Any, request: Any, user: Any, **kwargs: Any) -
     if not session_key:
         return
     try:
-        async_to_sync(get_channel_layer().group_send)(session_group(session_key), {"type": "session.ended"})
+        async_to_sync(_channel_layer().group_send)(session_group(session_key), {"type": "session.ended"})
     except Exception:
         log.warning("could not close the websockets of a logged-out session", exc_info=True)
 
 
-def push_on_commit(research_id: Any) -> None:
+def push_on_commit(research_id: ResearchId) -> None:
     """Queue the push of the research's new events for when the current transaction commits."""
     transaction.on_commit(lambda: _pusher.mark(str(research_id)))
 
@@ -158,7 +166,8 @@ class RedisPushState(PushState):
             self.client.delete(f"push-lock:{research_id}")
 
     def pushed(self, research_id: str) -> Pushed | None:
-        seq, state = self.client.mget(f"push-seq:{research_id}", f"push-state:{research_id}")
+        # The synchronous client: its replies are values, never awaitables.
+        seq, state = cast(list[bytes | None], self.client.mget(f"push-seq:{research_id}", f"push-state:{research_id}"))
         if seq is None:
             return None
         # "<state seq>:<xmin>"; without it (an older record, or lost) the next delta is a whole one.
@@ -181,7 +190,7 @@ class RedisPushState(PushState):
             record.execute()
 
     def sent_digests(self, research_id: str, keys: list[str]) -> dict[str, str]:
-        values = self.client.hmget(f"push-rows:{research_id}", keys)
+        values = cast(list[bytes | None], self.client.hmget(f"push-rows:{research_id}", keys))
         return {key: value.decode() for key, value in zip(keys, values, strict=True) if value is not None}
 
 
@@ -249,7 +258,7 @@ def flush(research_id: str, state: PushState) -> bool:
         message = {"type": "research.update", "events": events, "delta": delta}
         if checksum is not None:
             message["checksum"] = checksum
-        send = async_to_sync(get_channel_layer().group_send)
+        send = async_to_sync(_channel_layer().group_send)
         send(research_group(research_id), message)
         summary = {key: delta["research"][key] for key in ("id", "title", "status", "created_at", "finished_at")}
         send(user_group(research["owner_id"]), {"type": "sidebar.update", "research": summary})

@@ -64,8 +64,8 @@ def quota_wait(user_id: Any, now: datetime | None = None) -> tuple[str, float] |
     usd = totals["usd"] or Decimal(0)
     usd_limit = Decimal(str(usd_quota))
     if usd_quota and usd >= usd_limit:
-        rows = calls.filter(cost_usd__gt=0).order_by("created_at", "id").values_list("created_at", "cost_usd")
-        aged_out = _aged_out_at(rows.iterator(), usd - usd_limit)
+        priced = calls.filter(cost_usd__gt=0).order_by("created_at", "id").values_list("created_at", "cost_usd")
+        aged_out = _aged_out_at(priced.iterator(), usd - usd_limit)
         reasons.append(f"${usd:.2f} of your daily ${usd_limit:.2f}")
         wait = max(wait, (aged_out + DAY - now).total_seconds())
     if not reasons:

@@ -5,7 +5,7 @@ The shape is published in research/schemas/snapshot.v<N>.json; bump SNAPSHOT_VER
 """
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -30,6 +30,7 @@ from research.models import (
     WebsiteStatus,
 )
 from research.planning import descendants, gap_round_queries, total_queries
+from research.types import ResearchId
 from research.usage import research_cost
 
 SNAPSHOT_VERSION = 2
@@ -50,7 +51,7 @@ def research_summary(research: Research) -> dict[str, Any]:
     }
 
 
-def build_snapshot(research_id: Any) -> dict[str, Any]:
+def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
     """Load the research, its questions, queries, websites, extracts, memory, documents and report sections: eight
     queries in all (the coverage is counted from what they load)."""
     research = Research.objects.get(pk=research_id)
@@ -94,10 +95,10 @@ def build_snapshot(research_id: Any) -> dict[str, Any]:
     }
 
 
-def documents(research_id: Any, report_version: int) -> tuple[dict[str, Any], str | None]:
+def documents(research_id: ResearchId, report_version: int) -> tuple[dict[str, Any], str | None]:
     """The latest report and error output, and the list of report versions: the snapshot's document keys; and the
     markdown of the report of `report_version` (the version being written or last written), None until stored."""
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, Mapping[str, Any]] = {}
     report_versions = []
     current = None
     # In version order, so the latest of each kind is the one kept.
@@ -228,7 +229,11 @@ def website_state(row: dict[str, Any], extracts: list[dict[str, str]]) -> dict[s
     return {**_with_times(row, _WEBSITE_STATE_FIELDS), "extracts": extracts}
 
 
-MEMORY_SECTIONS = {MemoryKind.INSIGHT: "insights", MemoryKind.GAP: "gaps", MemoryKind.CONTRADICTION: "contradictions"}
+MEMORY_SECTIONS: dict[str, str] = {
+    MemoryKind.INSIGHT: "insights",
+    MemoryKind.GAP: "gaps",
+    MemoryKind.CONTRADICTION: "contradictions",
+}
 
 
 def _memory(research: Research) -> dict[str, list[dict[str, Any]]]:
@@ -296,7 +301,7 @@ def _pruned(research: Research, query_rows: list[dict[str, Any]]) -> int:
     return pruned
 
 
-def _document(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+def _document(doc: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if doc is None:
         return None
     return {
@@ -332,7 +337,7 @@ def consistent_view(lock_timeout_ms: int | None = None) -> Iterator[int | None]:
             yield cursor.fetchone()[0]
 
 
-def read_history(research_id: Any, after: int, limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def read_history(research_id: ResearchId, after: int, limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The events after seq `after` (at most `limit`) and the snapshot, read in one consistent view.
 
     Both are read in one REPEATABLE READ transaction on PostgreSQL: an event committed between two separate

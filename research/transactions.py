@@ -18,10 +18,11 @@ from typing import Any
 from django.db import connection, transaction
 
 from research.models import Research
+from research.types import ResearchId
 
 
 @contextmanager
-def research_transaction(research_id: Any) -> Iterator[None]:
+def research_transaction(research_id: ResearchId) -> Iterator[None]:
     """A transaction that locks the research row first."""
     with transaction.atomic():
         # SQLite (embedded mode) has no row locks; its IMMEDIATE transactions already take the one write lock.
@@ -52,7 +53,7 @@ class Tally:
 _open = threading.local()
 
 
-def open_tally(research_id: Any) -> Tally | None:
+def open_tally(research_id: ResearchId) -> Tally | None:
     """The tally of the innermost tree transaction this thread has open, if it is for this research."""
     stack = getattr(_open, "stack", None)
     if stack and stack[-1].research_id == str(research_id):
@@ -61,7 +62,7 @@ def open_tally(research_id: Any) -> Tally | None:
 
 
 @contextmanager
-def tallying(research_id: Any) -> Iterator[Tally]:
+def tallying(research_id: ResearchId) -> Iterator[Tally]:
     """Inside the block, the research's events, tokens and counters go into the tally it yields."""
     tally = Tally(str(research_id))
     outer = getattr(_open, "stack", [])

@@ -10,6 +10,7 @@ anywhere else.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -19,8 +20,7 @@ from django.utils import timezone
 
 from research.dispatch import QUEUED, SWEEPER
 from research.models import Research, ResearchStatus
-
-ResearchId = Any  # a UUID or its string
+from research.types import ResearchId
 
 
 def _research(research_id: ResearchId, *conditions: Q, **fields: Any) -> Any:
@@ -122,7 +122,7 @@ def report_writer_lost(research_id: ResearchId, lease_cutoff: datetime, now: dat
     )
 
 
-def complete(research_id: ResearchId, title: str, unfinished: list[str]) -> bool:
+def complete(research_id: ResearchId, title: str, unfinished: Collection[str]) -> bool:
     """→ completed, from any of the `unfinished` statuses. The research takes the report's title unless its user
     named it."""
     return bool(
@@ -134,11 +134,11 @@ def complete(research_id: ResearchId, title: str, unfinished: list[str]) -> bool
     )
 
 
-def cancel(research_id: ResearchId, now: datetime, cancellable: list[str]) -> bool:
+def cancel(research_id: ResearchId, now: datetime, cancellable: Collection[str]) -> bool:
     return bool(_research(research_id, status__in=cancellable).update(status=ResearchStatus.CANCELLED, finished_at=now))
 
 
-def fail(research_id: ResearchId, now: datetime, error: str, active: list[str] | set[str]) -> bool:
+def fail(research_id: ResearchId, now: datetime, error: str, active: Collection[str]) -> bool:
     return bool(
         _research(research_id, status__in=active).update(
             status=ResearchStatus.FAILED, finished_at=now, error=error[:4000]
@@ -189,7 +189,7 @@ def add_branch(research_id: ResearchId, queries: int) -> bool:
     )
 
 
-def run_branch_again(research_id: ResearchId, queries: int, finished: list[str], next_version: bool) -> bool:
+def run_branch_again(research_id: ResearchId, queries: int, finished: Collection[str], next_version: bool) -> bool:
     """A finished research runs again for one retried branch (only its queries pending), and writes its next
     report version when it has a report already."""
     now = timezone.now()

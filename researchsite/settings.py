@@ -1,6 +1,7 @@
 """Django settings, all read from the environment (documented in .env.example)."""
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -133,7 +134,7 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL
 if not CELERY_BROKER_URL:
     raise ImproperlyConfigured("REDIS_URL is empty, so CELERY_BROKER_URL must be set (e.g. filesystem://)")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {
     # A message not acked within this window is redelivered; it must exceed the longest task (the report).
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
     # A Redis that accepts connections and never answers must not hold a step at its publish forever.

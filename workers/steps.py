@@ -14,10 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Model
-
 from research import dispatch
-from research.models import ReportSection, Research, SerpQuery, Website
+from research.models import ReportSection, Research, SerpQuery, StepRow, Website
 from workers.pipeline import analyze, followups, lifecycle, plan, recovery, report, review, scrape, search
 
 # Short steps every research waits on (starting, planning, the report's outline and assembly) and the sweeper get
@@ -29,8 +27,8 @@ WORK = "celery"
 @dataclass(frozen=True)
 class Step:
     ref: dispatch.StepRef[Any]
-    run: Callable[..., None]
-    row: Callable[..., tuple[type[Model], Any]]
+    run: Callable[..., object]  # what it returns is not used
+    row: Callable[..., tuple[type[StepRow], Any]]
     failed: Callable[..., None] | None = None  # called with the step's arguments and the error
     queue: str = WORK
     lapsed: tuple[recovery.Finder, ...] = ()
@@ -42,19 +40,19 @@ class Step:
         return self.ref.name
 
 
-def _research(research_id: str) -> tuple[type[Model], Any]:
+def _research(research_id: str) -> tuple[type[StepRow], Any]:
     return Research, research_id
 
 
-def _query(query_id: int) -> tuple[type[Model], Any]:
+def _query(query_id: int) -> tuple[type[StepRow], Any]:
     return SerpQuery, query_id
 
 
-def _website(website_id: int) -> tuple[type[Model], Any]:
+def _website(website_id: int) -> tuple[type[StepRow], Any]:
     return Website, website_id
 
 
-def _planned_row(research_id: str, parent_id: int | None) -> tuple[type[Model], Any]:
+def _planned_row(research_id: str, parent_id: int | None) -> tuple[type[StepRow], Any]:
     # The top-level planning leases the research; a query's children's planning, that query.
     return (SerpQuery, parent_id) if parent_id is not None else (Research, research_id)
 

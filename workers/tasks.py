@@ -17,8 +17,8 @@ from celery import Task, shared_task
 from celery.signals import task_postrun, task_prerun, task_received
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
-from django.db.models import Model
 
+from research.models import StepRow
 from researchsite.celery import app
 from workers.errors import ResearchStopped, TransientError
 from workers.pipeline import heartbeat
@@ -53,7 +53,7 @@ class ResearchTask(Task):
             return None
 
     @property
-    def max_retries(self) -> int:  # read at call time, so deployments (and tests) can tune it
+    def max_retries(self) -> int:  # type: ignore[override]  # read at call time, so deployments (and tests) can tune it
         return settings.TASK_MAX_RETRIES
 
     def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
@@ -80,7 +80,7 @@ def register(step: Step) -> Task:
             step.run(*args)
 
     run.__doc__ = step.run.__doc__
-    return app.task(run, name=step.name, base=ResearchTask, bind=True)
+    return app.task(name=step.name, base=ResearchTask, bind=True)(run)
 
 
 TASKS: dict[str, Task] = {name: register(step) for name, step in list(REGISTRY.items())}
@@ -92,7 +92,7 @@ def sweep_task() -> dict[str, int]:
     return sweep()
 
 
-_reserved: dict[str, tuple[type[Model], Any]] = {}
+_reserved: dict[str, tuple[type[StepRow], Any]] = {}
 
 
 @task_received.connect

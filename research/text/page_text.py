@@ -14,11 +14,12 @@ import logging
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 import lxml.html
 from bs4 import BeautifulSoup, NavigableString, Tag
 from bs4.dammit import EncodingDetector, UnicodeDammit
-from bs4.element import PreformattedString
+from bs4.element import AttributeValueList, PreformattedString
 from lxml import etree
 
 from research.text.storable import storable
@@ -109,7 +110,7 @@ _MIN_MAIN_CHARS = 200
 #   author boxes) for a small loss of recall, the better F1 of the two with precision over 0.88.
 # - include_comments=False: reader comments are not the page's statements; include_tables=True: specification
 #   and data tables are main text; no metadata (htmldate would read dates we never store).
-_TRAFILATURA_OPTIONS = {
+_TRAFILATURA_OPTIONS: dict[str, Any] = {
     "favor_precision": True,
     "favor_recall": False,
     "include_comments": False,
@@ -232,7 +233,7 @@ def _unwrap_layout_tables(body: Tag) -> None:
         if frames_page:
             _drop_footer_band(table)
         # The table's own parts, found before it is renamed (a renamed table is no longer their parent table).
-        parts = table.find_all(["thead", "tbody", "tfoot", "tr", "td", "th"])
+        parts: list[Tag] = table.find_all(["thead", "tbody", "tfoot", "tr", "td", "th"])
         parts = [tag for tag in parts if tag.find_parent("table") is table]
         column = None
         if frames_page and not column_marked:
@@ -491,7 +492,8 @@ def _ungroup_posts(root: Tag) -> None:
     for tags in groups.values():
         if len(tags) > 1:
             for tag in tags:
-                tag["class"] = [name for name in tag.get_attribute_list("class") if not _POST_CLASS.search(name)]
+                kept = [name for name in tag.get_attribute_list("class") if not _POST_CLASS.search(name)]
+                tag["class"] = AttributeValueList(kept)
 
 
 def _is_hidden(tag: Tag) -> bool:
@@ -626,12 +628,13 @@ def _count_decoded_bytes() -> None:
     """Wrap pypdf's stream decoder (once) so that decoding under a budget spends it."""
     import pypdf.filters
     from pypdf.errors import LimitReachedError
+    from pypdf.generic import StreamObject
 
     decode = pypdf.filters.decode_stream_data
     if getattr(decode, "counts_budget", False):
         return
 
-    def counted(stream: object) -> bytes:
+    def counted(stream: StreamObject) -> bytes:
         data = decode(stream)
         budget = _decode_budget.get()
         if budget is not None:
@@ -654,7 +657,7 @@ def pdf_text(data: bytes, *, max_pages: int | None = None, max_bytes: int | None
     from pypdf.errors import LimitReachedError, PyPdfError
 
     budget = None if max_bytes is None else 4 * max_bytes
-    limits = {} if budget is None else dict.fromkeys(_PDF_STREAM_LIMITS, budget)
+    limits: dict[str, Any] = {} if budget is None else dict.fromkeys(_PDF_STREAM_LIMITS, budget)
     if budget is not None:
         _count_decoded_bytes()
     token = _decode_budget.set(None if budget is None else [budget])

@@ -5,9 +5,10 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -25,6 +26,7 @@ from research.models import (
     SectionStatus,
 )
 from research.snapshot import build_snapshot, event_payload, research_summary
+from research.types import ResearchId
 from research.web import exports
 from research.web.rendering import render_markdown
 from research.web.validation import (
@@ -104,7 +106,7 @@ def api_view(*methods: str) -> Callable[[View], View]:
 def own_research(request: HttpRequest, research_id: str) -> Research:
     """The user's research with that id; anyone else's (or none) is a 404, so ids reveal nothing."""
     pk = uuid_value(research_id, "research_id")
-    research = Research.objects.filter(pk=pk, owner=request.user).first()
+    research = Research.objects.filter(pk=pk, owner=cast(User, request.user)).first()  # signed in: api_view
     if research is None:
         raise ApiError(404, "research not found", "research_id")
     return research
@@ -120,7 +122,7 @@ def questions(request: HttpRequest) -> HttpResponse:
     return _await_questions(research.pk, time.monotonic() + settings.QUESTIONS_WAIT_SECONDS)
 
 
-def _await_questions(research_id: Any, until: float) -> HttpResponse:
+def _await_questions(research_id: ResearchId, until: float) -> HttpResponse:
     """201 with the questions once a worker has stored them, 502 when writing them failed; at `until` (a
     `time.monotonic()` value) 202: a slow model holds no request, and the questions arrive in the snapshot and over
     the websocket. Each request runs in a thread of its own under daphne (Django's ASGI handler gives every request
@@ -194,7 +196,7 @@ def _questions_with_answers(data: dict[str, Any]) -> list[tuple[str, str]]:
 @api_view("GET")
 def research_list(request: HttpRequest) -> HttpResponse:
     """The user's researches, newest first; `?q=` keeps those whose title or request holds every word of it."""
-    rows = Research.objects.filter(owner=request.user)
+    rows = Research.objects.filter(owner=cast(User, request.user))  # signed in: api_view
     query = clean_text(request.GET.get("q", ""), "q", MAX_SEARCH_CHARS)
     for word in query.split()[:MAX_SEARCH_WORDS]:
         rows = rows.filter(Q(title__icontains=word) | Q(prompt__icontains=word))

@@ -13,7 +13,7 @@ whole list again. A logout closes the sockets its session opened (research/push.
 
 import json
 import uuid
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -32,7 +32,8 @@ class _JsonConsumer(AsyncJsonWebsocketConsumer):
 
     async def join(self, group: str) -> None:
         """Listen to `group`, and to this socket's session group, where a logout says the session has ended."""
-        self.joined = [group, session_group(self.scope["session"].session_key)]
+        # Only signed-in sockets join, and a signed-in session is saved: it has a key.
+        self.joined = [group, session_group(cast(str, self.scope["session"].session_key))]
         for name in self.joined:
             await self.channel_layer.group_add(name, self.channel_name)
 
@@ -88,7 +89,9 @@ class SidebarConsumer(_JsonConsumer):
             await self._send_list()
 
     async def _send_list(self) -> None:
-        await self.send_json({"type": "researches", "researches": await self._researches(self.scope["user"].pk)})
+        user = self.scope["user"]
+        assert user is not None  # connect lets in signed-in users only
+        await self.send_json({"type": "researches", "researches": await self._researches(user.pk)})
 
     async def sidebar_update(self, message: dict[str, Any]) -> None:
         await self.send_json({"type": "research", "research": message["research"]})

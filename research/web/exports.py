@@ -27,16 +27,18 @@ import io
 import logging
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 from urllib.parse import quote, urlsplit
 
 from bs4 import BeautifulSoup, NavigableString, Tag
 from django.utils import timezone
 from django.utils.text import slugify
 from docx import Document as WordDocument
+from docx.document import Document as DocxDocument
 from docx.enum.text import WD_ALIGN_PARAGRAPH, WD_COLOR_INDEX
 from docx.opc.constants import RELATIONSHIP_TYPE
 from docx.oxml import OxmlElement
@@ -202,7 +204,7 @@ def _report_tree(markdown: str) -> BeautifulSoup:
     if first is not None and first.name == "h1":
         first.decompose()
     for link in soup.find_all("a"):
-        href = link.get("href", "")
+        href = cast(str, link.get("href", ""))  # one value: href is no multi-valued attribute
         if not href:  # a link the sanitiser took the target from: its text stays
             link.unwrap()
             continue
@@ -254,11 +256,16 @@ class Run:
     site: bool = False
 
 
+def _children(node: Tag) -> Iterator[NavigableString | Tag]:
+    """`node.children`, typed: bs4 makes a tag's children of strings (comments included) and tags only."""
+    return iter(cast(list[NavigableString | Tag], node.contents))
+
+
 def runs(node: Tag, style: Run = Run("")) -> list[Run]:
     """The node's text as styled runs, white space collapsed as a browser does; nested lists are left to the
     list code, which writes them after their item's own text."""
     out: list[Run] = []
-    for child in node.children:
+    for child in _children(node):
         if isinstance(child, NavigableString):
             text = _SPACES.sub(" ", _NOT_XML.sub("", str(child)))
             if text:
@@ -267,12 +274,12 @@ def runs(node: Tag, style: Run = Run("")) -> list[Run]:
         name = child.name
         if name == "a" and child.get("href"):
             text = child.get_text()
+            # One value each: neither is a multi-valued attribute.
+            link, title = cast(str, child["href"]), cast(str, child.get("title", ""))
             if _CITATION.fullmatch(text.strip()):
-                out.append(
-                    replace(style, text=text.strip(), link=child["href"], citation=True, title=child.get("title", ""))
-                )
+                out.append(replace(style, text=text.strip(), link=link, citation=True, title=title))
             else:
-                out += runs(child, replace(style, link=child["href"], title=child.get("title", "")))
+                out += runs(child, replace(style, link=link, title=title))
         elif name == "br":
             out.append(replace(style, text="\n"))
         elif name in ("ul", "ol"):
@@ -344,7 +351,7 @@ class ReportPDF(FPDF):
         self.clean: Callable[[str], str] = _ascii_only
         self.set_margins(MARGIN_SIDE_MM, MARGIN_TOP_MM, MARGIN_SIDE_MM)
         self.set_auto_page_break(auto=True, margin=MARGIN_BOTTOM_MM)
-        self.alias_nb_pages(None)
+        self.alias_nb_pages(None)  # type: ignore[arg-type]  # fpdf's documented way to turn the alias off
         self.c_margin = 0  # text starts at the margin, where the rules do
 
     def use_fonts(self, fonts: Fonts | None) -> None:
@@ -366,7 +373,7 @@ class ReportPDF(FPDF):
         return self.clean(_NOT_XML.sub("", text))
 
     def header(self) -> None:
-        self.str_alias_nb_pages = None
+        self.str_alias_nb_pages = None  # type: ignore[assignment]  # as in __init__
         if self.page_no() == 1:
             return  # the title block heads the first page
         self.char_vpos = "LINE"  # a page breaks wherever the text is, a raised citation's included
@@ -438,7 +445,7 @@ class PdfWriter:
             skip_leading_spaces=trim,
             wrapmode=wrap,
         )
-        pdf.str_alias_nb_pages = None
+        pdf.str_alias_nb_pages = None  # type: ignore[assignment]  # as in __init__
         for run in items:
             if run.link:
                 self.links += 1
@@ -481,7 +488,7 @@ class PdfWriter:
         self.paragraph(items, size=size, colour=HEADING_INK, above=above, below=below, leading=1.25)
 
     def list(self, node: Tag, depth: int = 0) -> None:
-        start = int(node.get("start", "1")) if str(node.get("start", "1")).isdigit() else 1
+        start = int(str(node.get("start", "1"))) if str(node.get("start", "1")).isdigit() else 1
         indent = 7.0 * (depth + 1)
         for number, item in enumerate(node.find_all("li", recursive=False), start=start):
             bullet = f"{number}." if node.name == "ol" else "•" if self.pdf.clean is str else "-"
@@ -494,7 +501,7 @@ class PdfWriter:
             self.pdf.set_y(self.pdf.y + 1.6)
 
     def blocks(self, parent: Tag) -> None:
-        for node in parent.children:
+        for node in _children(parent):
             if isinstance(node, NavigableString):
                 self.paragraph([Run(str(node))])
             elif node.name in ("h1", "h2", "h3", "h4", "h5", "h6"):
@@ -573,7 +580,7 @@ def _hyperlink(paragraph: Paragraph, run: Run) -> None:
     text_element.set(qn("xml:space"), "preserve")
     element.append(text_element)
     link.append(element)
-    paragraph._p.append(link)
+    paragraph._p.append(link)  # type: ignore[arg-type]  # python-docx types OxmlElement() as a bare element
 
 
 def _write_runs(paragraph: Paragraph, items: list[Run]) -> None:
@@ -597,7 +604,7 @@ def _write_runs(paragraph: Paragraph, items: list[Run]) -> None:
             run.font.size = Pt(BODY_PT - 1)
 
 
-def _restarted_numbering(document: WordDocument, style: str, start: int) -> str:
+def _restarted_numbering(document: DocxDocument, style: str, start: int) -> str:
     """A numbering of its own for one numbered list, counting from `start`: the list style's numbering continues
     across every list of the document, and the sources list's numbers must be the ones the citations show."""
     numbering = document.part.numbering_part.element
@@ -607,14 +614,14 @@ def _restarted_numbering(document: WordDocument, style: str, start: int) -> str:
     return num.numId
 
 
-def _list(document: WordDocument, node: Tag, depth: int = 0) -> None:
-    start = int(node.get("start", "1")) if str(node.get("start", "1")).isdigit() else 1
+def _list(document: DocxDocument, node: Tag, depth: int = 0) -> None:
+    start = int(str(node.get("start", "1"))) if str(node.get("start", "1")).isdigit() else 1
     style = ("List Bullet" if node.name == "ul" else "List Number") + (f" {depth + 1}" if depth else "")
     num_id = _restarted_numbering(document, style, start) if node.name == "ol" else None
     for item in node.find_all("li", recursive=False):
         paragraph = document.add_paragraph(style=style)
         if num_id is not None:
-            numbering = paragraph._p.get_or_add_pPr().get_or_add_numPr()
+            numbering = paragraph._p.get_or_add_pPr().get_or_add_numPr()  # type: ignore[attr-defined]  # made at run time
             numbering.get_or_add_ilvl().val = 0
             numbering.get_or_add_numId().val = num_id
         blocks = [child for child in item.children if isinstance(child, Tag) and child.name == "p"]
@@ -626,8 +633,8 @@ def _list(document: WordDocument, node: Tag, depth: int = 0) -> None:
             _list(document, nested, min(depth + 1, 2))
 
 
-def _blocks(document: WordDocument, parent: Tag) -> None:
-    for node in parent.children:
+def _blocks(document: DocxDocument, parent: Tag) -> None:
+    for node in _children(parent):
         if isinstance(node, NavigableString):
             if node.strip():
                 document.add_paragraph(_xml_text(node.strip()))
@@ -656,7 +663,7 @@ def _blocks(document: WordDocument, parent: Tag) -> None:
             _write_runs(document.add_paragraph(), runs(node))
 
 
-def _table(document: WordDocument, node: Tag) -> None:
+def _table(document: DocxDocument, node: Tag) -> None:
     rows = node.find_all("tr")
     columns = max((len(row.find_all(["td", "th"])) for row in rows), default=0)
     if not rows or not columns:
@@ -683,10 +690,10 @@ def _field(paragraph: Paragraph, instruction: str) -> None:
         else:
             element = OxmlElement("w:fldChar")
             element.set(qn("w:fldCharType"), kind)
-        run._r.append(element)
+        run._r.append(element)  # type: ignore[arg-type]  # as in _hyperlink
 
 
-def _page_furniture(document: WordDocument, meta: ExportMeta) -> None:
+def _page_furniture(document: DocxDocument, meta: ExportMeta) -> None:
     """A4 with the PDF's margins; "Page N of M" in every footer, the short title as the header from page 2."""
     section = document.sections[0]
     section.page_width, section.page_height = Mm(PAGE_WIDTH_MM), Mm(PAGE_HEIGHT_MM)
@@ -709,7 +716,7 @@ def _page_furniture(document: WordDocument, meta: ExportMeta) -> None:
             run.font.color.rgb = _colour(MUTED)
 
 
-def _properties(document: WordDocument, meta: ExportMeta) -> None:
+def _properties(document: DocxDocument, meta: ExportMeta) -> None:
     """The file's own properties, none left from python-docx's template (its 2013 dates, "generated by
     python-docx")."""
     properties = document.core_properties
@@ -724,7 +731,7 @@ def _properties(document: WordDocument, meta: ExportMeta) -> None:
         setattr(properties, name, "")
 
 
-def _styles(document: WordDocument) -> None:
+def _styles(document: DocxDocument) -> None:
     styles = document.styles
     normal = styles["Normal"]
     normal.font.size = Pt(BODY_PT)

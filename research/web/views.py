@@ -1,12 +1,14 @@
 """HTML pages: the app shell (the live UI is built on it), sign-in, sign-up, and JSON-aware CSRF failures."""
 
 import uuid
+from typing import cast
 
 from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
+from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.csrf import csrf_failure as html_csrf_failure
@@ -50,7 +52,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @ensure_csrf_cookie
 def research_page(request: HttpRequest, research_id: uuid.UUID) -> HttpResponse:
     """The same app opened on one research (a link that can be shared between one's own tabs); others' are 404."""
-    if not Research.objects.filter(pk=research_id, owner=request.user).exists():
+    if not Research.objects.filter(pk=research_id, owner=cast(User, request.user)).exists():  # login_required
         raise Http404("research not found")
     return _shell(request, str(research_id))
 
@@ -87,7 +89,7 @@ def _client_ip(request: HttpRequest) -> str:
 def signup(request: HttpRequest) -> HttpResponse:
     if not settings.ALLOW_SIGNUP:
         raise Http404("sign-up is disabled")
-    form = UserCreationForm(request.POST or None)
+    form: UserCreationForm[User] = UserCreationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user)

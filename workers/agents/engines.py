@@ -5,22 +5,77 @@ knows which one it calls. What a model call costs is recorded by the LLM client 
 (workers/clients/llm.py), not returned by the agents.
 """
 
-from types import ModuleType
-from typing import Protocol
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from workers.agents.types import (
+    Ancestor,
+    BranchEvaluation,
+    Finding,
+    KnownMemory,
+    Learning,
+    MemorySource,
+    MemoryUpdate,
+    PlannedQuery,
+    ResearchEvaluation,
+    SourceNote,
+)
 
 LLM = "llm"
 EXTRACTIVE = "extractive"
 
 
 class Engine(Protocol):
-    ask_questions: object
-    plan_queries: object
-    analyze: object
-    outline: object
-    write_section: object
-    update_memory: object
-    evaluate_branch: object
-    evaluate_research: object
+    """What the pipeline calls. The extractive module and _LLMEngine both satisfy it (mypy checks `engine_for`)."""
+
+    def ask_questions(self, prompt: str, count: int, *, deadline: float | None = None) -> list[str]: ...
+
+    def plan_queries(
+        self,
+        prompt: str,
+        answers: list[tuple[str, str]],
+        ancestors: list[Ancestor],
+        count: int,
+        focus: list[str] | None = None,
+    ) -> list[PlannedQuery]: ...
+
+    def analyze(self, objective: str, query: str, url: str, title: str, text: str) -> list[Finding]: ...
+
+    def outline(
+        self, prompt: str, answers: list[tuple[str, str]], objectives: list[str], sources: list[SourceNote]
+    ) -> dict[str, Any]: ...
+
+    def write_section(
+        self,
+        prompt: str,
+        heading: str,
+        learnings: list[str],
+        sources: list[SourceNote],
+        *,
+        answers: list[tuple[str, str]] | None = None,
+        outline_headings: list[str] | None = None,
+        words: int | None = None,
+    ) -> dict[str, Any]: ...
+
+    def update_memory(
+        self, prompt: str, objective: str, sources: list[MemorySource], known: KnownMemory
+    ) -> MemoryUpdate: ...
+
+    def evaluate_branch(
+        self,
+        prompt: str,
+        answers: list[tuple[str, str]],
+        query: str,
+        objective: str,
+        depth: int,
+        round_: int,
+        learnings: list[Learning],
+    ) -> BranchEvaluation: ...
+
+    def evaluate_research(
+        self, prompt: str, answers: list[tuple[str, str]], round_: int, learnings: list[Learning]
+    ) -> ResearchEvaluation: ...
 
 
 class _LLMEngine:
@@ -46,7 +101,7 @@ class _LLMEngine:
         self.evaluate_research = evaluator.evaluate_research
 
 
-def engine_for(name: str) -> Engine | ModuleType:
+def engine_for(name: str) -> Engine:
     if name == EXTRACTIVE:
         from workers.agents import extractive
 

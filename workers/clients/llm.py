@@ -25,7 +25,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -38,6 +38,7 @@ from django.conf import settings
 
 from research import budgets
 from research.models import CallOutcome
+from research.types import ResearchId
 from research.usage import record_call
 from workers.clients import model_window, ratelimit
 from workers.clients.backoff import backoff_delay, parse_retry_after
@@ -79,7 +80,7 @@ _charged_research: ContextVar[Any] = ContextVar("charged_research", default=None
 
 
 @contextmanager
-def charged_to(research_id: Any) -> Iterator[None]:
+def charged_to(research_id: ResearchId) -> Iterator[None]:
     """Record every model request made inside the block against the research."""
     token = _charged_research.set(research_id)
     try:
@@ -175,7 +176,7 @@ def answer_tokens(agent: str, model: str) -> int:
     return max(MIN_ANSWER_TOKENS, tokens)
 
 
-def room_for(agent: str, model: str, answer: int, extra: Messages = ()) -> Room:
+def room_for(agent: str, model: str, answer: int, extra: Sequence[dict[str, str]] = ()) -> Room:
     """The prompt's room: the window less the answer's room, a safety margin and the messages added to it."""
     window, _ = model_window.window(agent, model)
     if not window:
@@ -295,10 +296,17 @@ def _error_text(exc: openai.APIStatusError) -> str:
     """The server's error message, with the fields some servers put beside it (llama.cpp's n_ctx)."""
     body = exc.body
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        error = body.get("error")
+        inner = error if isinstance(error, dict) else body
         extra = " ".join(f"{k}={v}" for k, v in inner.items() if k not in ("message", "type", "param", "code"))
         return f"{exc.message} {extra}".strip()
     return str(exc.message)
+
+
+def _fixed(messages: Messages) -> Builder:
+    """A builder of the same prompt (a copy of `messages`) whatever the room."""
+    fixed = list(messages)
+    return lambda room: fixed
 
 
 def complete_json(
@@ -318,7 +326,7 @@ def complete_json(
     """
     model = settings.LLM_AGENT_MODELS.get(agent, settings.LLM_MODEL)
     expires_at = expiry(model_window.call_deadline(model), deadline)
-    build: Builder = messages if callable(messages) else (lambda room, fixed=list(messages): fixed)
+    build: Builder = messages if callable(messages) else _fixed(messages)
     validator = jsonschema.Draft202012Validator(validation_schema or schema)
     requests = _Requests(agent, model)
     calls = 0

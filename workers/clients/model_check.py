@@ -24,11 +24,12 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import openai
 from django.conf import settings
+from openai.types.chat import ChatCompletionMessageParam
 
 from research.models import ModelVerdict
 from workers.clients import model_window
@@ -189,7 +190,8 @@ class _Probe:
             options["max_completion_tokens" if self.completion_tokens_param else "max_tokens"] = max_tokens
             started = time.monotonic()
             try:
-                response = self.client.chat.completions.create(model=self.model, messages=messages, **options)
+                sent = cast(list[ChatCompletionMessageParam], messages)  # role and content, as the API takes them
+                response = self.client.chat.completions.create(model=self.model, messages=sent, **options)
             except openai.BadRequestError as exc:
                 # OpenAI's reasoning models take max_completion_tokens instead (the client learns it the same way).
                 message = str(exc.message)
@@ -619,7 +621,7 @@ def settings_lines(verdicts: list[AgentVerdict]) -> list[str]:
 
 
 def overall(verdicts: Iterable[AgentVerdict]) -> str:
-    order = [ModelVerdict.WORKS, ModelVerdict.WORKS_WITH_SETTINGS, ModelVerdict.WILL_NOT_WORK]
+    order: list[str] = [ModelVerdict.WORKS, ModelVerdict.WORKS_WITH_SETTINGS, ModelVerdict.WILL_NOT_WORK]
     return max((v.verdict for v in verdicts), key=order.index, default=ModelVerdict.WORKS)
 
 

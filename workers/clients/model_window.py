@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlparse, urlunparse
 
 import redis
@@ -131,7 +131,7 @@ def facts(model: str) -> ModelFacts:
     if client is None:
         with _lock:
             return ModelFacts.parse(dict(_local_store.get(_key(model), {})))
-    return ModelFacts.parse(client.hgetall(_key(model)))
+    return ModelFacts.parse(cast(dict[str, str], client.hgetall(_key(model))))  # a synchronous client's reply
 
 
 def _write(model: str, *, where: tuple[str, str] | None = None, **fields: Any) -> None:
@@ -154,7 +154,8 @@ def _lower(model: str, name: str, value: int) -> None:
     """Set a window field to `value` unless it already holds a smaller one."""
     current = getattr(facts(model), name)
     if current is None or value < current:
-        _write(model, **{name: value})
+        field: dict[str, Any] = {name: value}
+        _write(model, **field)
 
 
 def forget() -> None:
@@ -197,6 +198,7 @@ def window(agent: str, model: str) -> tuple[int | None, str]:
     """(context window in tokens, where it came from) for the agent's model; (None, "") when nobody knows."""
     known = facts(model)
     configured = configured_window(agent)
+    found: int | None
     if configured:
         found, source = configured, "setting"
     else:

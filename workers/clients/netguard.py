@@ -28,7 +28,7 @@ import ipaddress
 import logging
 import socket
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from requests import PreparedRequest, Response
@@ -202,7 +202,7 @@ class GuardedAdapter(HTTPAdapter):
         timeout: Any = None,
         verify: bool | str = True,
         cert: Any = None,
-        proxies: dict[str, str] | None = None,
+        proxies: Mapping[str, str] | None = None,
     ) -> Response:
         if proxies and request.url and select_proxy(request.url, proxies):
             raise BlockedURLError("bad_url", "proxies cannot be used with the SSRF guard")

@@ -2,7 +2,6 @@
 
 import json
 import logging
-from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -10,6 +9,7 @@ from django.utils import timezone
 from research.events import record_event
 from research.models import EventType, Extract, Page, Research, SerpQuery, Website, WebsiteStatus
 from research.text.quotes import PageText
+from research.types import ResearchId
 from research.usage import BudgetState
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
@@ -91,7 +91,9 @@ def _claim(website_id: int, page_id: int, owner: str) -> str | None:
     return None if row is None else row[0] or ""
 
 
-def _store_analysis(research_id: Any, website_id: int, query_id: int, facts: list[tuple[str, str]]) -> int | None:
+def _store_analysis(
+    research_id: ResearchId, website_id: int, query_id: int, facts: list[tuple[str, str]]
+) -> int | None:
     """Inside the tree transaction: the website `analyzed` (if it still is `analyzing`), its extracts stored and
     its query's `pending_websites` decremented; the websites the query still waits for, None if it was not
     analyzing."""

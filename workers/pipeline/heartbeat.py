@@ -17,10 +17,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, connections
-from django.db.models import Model
 from django.utils import timezone
 
 from research.dispatch import QUEUED, WAITING
+from research.models import LeasedRow, StepRow
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +29,12 @@ class Heartbeat:
     """The rows this process's steps hold, and the thread that renews their leases."""
 
     def __init__(self) -> None:
-        self._held: Counter[tuple[type[Model], Any]] = Counter()
+        self._held: Counter[tuple[type[LeasedRow], Any]] = Counter()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @contextmanager
-    def holding(self, model: type[Model], pk: Any) -> Iterator[None]:
+    def holding(self, model: type[LeasedRow], pk: Any) -> Iterator[None]:
         """Keep the row's lease fresh for as long as the block runs."""
         self.hold(model, pk)
         try:
@@ -42,7 +42,7 @@ class Heartbeat:
         finally:
             self.release(model, pk)
 
-    def hold(self, model: type[Model], pk: Any) -> None:
+    def hold(self, model: type[LeasedRow], pk: Any) -> None:
         """Start renewing the row's lease, until as many `release` calls as `hold` calls."""
         with self._lock:
             self._held[(model, pk)] += 1
@@ -50,20 +50,20 @@ class Heartbeat:
                 self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
                 self._thread.start()
 
-    def release(self, model: type[Model], pk: Any) -> None:
+    def release(self, model: type[LeasedRow], pk: Any) -> None:
         with self._lock:
             key = (model, pk)
             self._held[key] -= 1
             if self._held[key] <= 0:
                 del self._held[key]
 
-    def held(self) -> list[tuple[type[Model], Any]]:
+    def held(self) -> list[tuple[type[LeasedRow], Any]]:
         with self._lock:
             return list(self._held)
 
     def beat(self) -> int:
         """Renew every held lease now; returns how many rows were renewed."""
-        by_model: dict[type[Model], list[Any]] = {}
+        by_model: dict[type[LeasedRow], list[Any]] = {}
         for model, pk in self.held():
             by_model.setdefault(model, []).append(pk)
         now, renewed = timezone.now(), 0
@@ -84,7 +84,7 @@ class Heartbeat:
                 log.warning("lease heartbeat failed", exc_info=True)
 
 
-def reserve(model: type[Model], pk: Any, task_id: str) -> bool:
+def reserve(model: type[StepRow], pk: Any, task_id: str) -> bool:
     """A worker received the step's message: the row, if it is waiting, becomes this task's, and its lease is renewed
     until `release`. A worker that dies holding messages it had not started yet is then noticed like one that dies
     mid-step, within a lease, instead of after QUEUE_GRACE_SECONDS. The step's own claim accepts the row as its
@@ -103,7 +103,7 @@ def reserve(model: type[Model], pk: Any, task_id: str) -> bool:
     return True
 
 
-def unreserve(model: type[Model], pk: Any, task_id: str) -> None:
+def unreserve(model: type[StepRow], pk: Any, task_id: str) -> None:
     """The step ended without taking up the row it reserved (a duplicate delivery that found nothing to do): the
     row waits again for the delivery it was handed on to, instead of staying held until its lease lapses."""
     model.objects.filter(pk=pk, claimed_by__startswith=f"{task_id} reserved by ").update(claimed_by=QUEUED)

@@ -30,6 +30,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.types import ResearchId
 from workers.agents.engines import engine_for
 from workers.agents.memory_agent import KnownMemory, MemorySource, MemoryUpdate
 from workers.clients.llm import charged_to
@@ -87,7 +88,7 @@ def _sources(query_id: int) -> list[MemorySource]:
     return [source for source in by_id.values() if source.findings]
 
 
-def _known(research_id: Any) -> KnownMemory:
+def _known(research_id: ResearchId) -> KnownMemory:
     rows = MemoryItem.objects.filter(research_id=research_id, closed=False).order_by("id")
     gaps, insights, contradictions = [], [], []
     for pk, kind, text in rows.values_list("pk", "kind", "text"):
@@ -100,7 +101,7 @@ def _known(research_id: Any) -> KnownMemory:
     return KnownMemory(gaps, insights, contradictions)
 
 
-def _items(research_id: Any, update: MemoryUpdate) -> list[NewItem]:
+def _items(research_id: ResearchId, update: MemoryUpdate) -> list[NewItem]:
     """The update's items that rest on analysed websites of this research, each website named once.
 
     An insight left with no such website is dropped (it would rest on nothing), a contradiction left with fewer
@@ -124,11 +125,17 @@ def _items(research_id: Any, update: MemoryUpdate) -> list[NewItem]:
     return items
 
 
-def store(research_id: Any, query_id: int | None, items: list[NewItem], answered_gaps: list[int]) -> dict[str, int]:
+def store(
+    research_id: ResearchId, query_id: int | None, items: list[NewItem], answered_gaps: list[int]
+) -> dict[str, int | None]:
     """Insert the items no earlier update holds and close the answered gaps, in one transaction; record
     `memory_updated` when anything changed. Returns the counts the event carries."""
-    counts = {"query_id": query_id, "insights": 0, "gaps": 0, "contradictions": 0, "closed": 0}
-    plural = {MemoryKind.INSIGHT: "insights", MemoryKind.GAP: "gaps", MemoryKind.CONTRADICTION: "contradictions"}
+    counts: dict[str, Any] = {"query_id": query_id, "insights": 0, "gaps": 0, "contradictions": 0, "closed": 0}
+    plural: dict[str, str] = {
+        MemoryKind.INSIGHT: "insights",
+        MemoryKind.GAP: "gaps",
+        MemoryKind.CONTRADICTION: "contradictions",
+    }
     table = MemoryItem._meta.db_table
     ids_field = MemoryItem._meta.get_field("website_ids")
     research_pk = Research._meta.pk.get_db_prep_value(research_id, connection)
@@ -175,7 +182,7 @@ def store(research_id: Any, query_id: int | None, items: list[NewItem], answered
 
 
 def _insert_items(
-    research_pk: Any, query_id: int | None, items: list[NewItem], now: Any, counts: dict[str, int]
+    research_pk: Any, query_id: int | None, items: list[NewItem], now: Any, counts: dict[str, Any]
 ) -> None:
     """`store`'s inserts in one statement (PostgreSQL): the unique (research, kind, key) still decides, and an item
     given twice in one update is inserted once."""
@@ -195,7 +202,7 @@ def _insert_items(
             counts[plural[kind]] += 1
 
 
-def report_notes(research_id: Any) -> list[MemoryNote]:
+def report_notes(research_id: ResearchId) -> list[MemoryNote]:
     """The memory's contradictions, each with the analysed pages it names, and its open gaps, for the report."""
     rows = MemoryItem.objects.filter(research_id=research_id, closed=False)
     contradictions = list(rows.filter(kind=MemoryKind.CONTRADICTION).order_by("id")[:MAX_REPORT_CONTRADICTIONS])

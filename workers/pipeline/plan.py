@@ -1,6 +1,7 @@
 """Planning: the top-level queries of a research, or the children of a finished query."""
 
 import logging
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -55,6 +56,7 @@ def plan_queries(research_id: str, parent_id: int | None, task_id: str | None = 
         count, depth = research.breadth, 1
 
     # The planning's lease: on the parent query, or for the top level on the research row.
+    lease_pk: Any  # the parent's id or the research's
     lease_model, lease_pk = (SerpQuery, parent.pk) if parent is not None else (Research, research.pk)
     owner = claim_owner(task_id)
     if not lease_model.objects.filter(claimable(owner), pk=lease_pk).update(

@@ -314,8 +314,8 @@ def _write(research_id: str) -> None:
     }
     # The memory's contradictions and open questions: rendered from the stored items, after the model's sections.
     memory = report_notes(research_id)
-    stats: dict[str, Any]  # the renderer's counts, and what is added to them below
-    markdown, stats = render_report(report, sources, page_texts, memory)
+    markdown, counts = render_report(report, sources, page_texts, memory)
+    stats: dict[str, Any] = counts  # the renderer's counts, and what is added to them below
     stats["sections"] = len(sections)
     if research.engine == EXTRACTIVE:
         markdown = _offline_note(markdown)

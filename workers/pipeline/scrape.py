@@ -3,7 +3,6 @@
 import logging
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 from urllib.parse import urlparse
 
 from django.conf import settings
@@ -16,6 +15,7 @@ from research.collection import fetch_link
 from research.dispatch import QUEUED
 from research.events import record_event
 from research.models import EventType, Page, PageStatus, Research, Website, WebsiteStatus
+from research.types import ResearchId
 from research.usage import BudgetState
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.ratelimit import host_slot
@@ -60,7 +60,7 @@ def scrape_website(website_id: int) -> None:
         _store_page(research_id, page, fetched, error)
 
 
-def _claim_page(research_id: Any, website: FailedWebsite) -> Page | None:
+def _claim_page(research_id: ResearchId, website: FailedWebsite) -> Page | None:
     """Link the website to its research's page for the URL; the page if this step must fetch it, else None."""
     with tree_transaction(research_id):
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
@@ -87,7 +87,7 @@ def _claim_page(research_id: Any, website: FailedWebsite) -> Page | None:
     return page
 
 
-def _lock_page(research_id: Any, url: str) -> tuple[Page, bool]:
+def _lock_page(research_id: ResearchId, url: str) -> tuple[Page, bool]:
     """The research's page for the URL, locked, and whether this transaction inserted it."""
     if connection.vendor == "postgresql":
         # The usual case, a URL no website of the research had: one statement instead of get_or_create's four
@@ -159,7 +159,7 @@ def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
         return None, exc
 
 
-def _store_page(research_id: Any, page: Page, fetched: FetchedPage | None, error: FetchError | None) -> None:
+def _store_page(research_id: ResearchId, page: Page, fetched: FetchedPage | None, error: FetchError | None) -> None:
     """Store the fetched page (or its failure) and move on every website waiting on it."""
     with tree_transaction(research_id):
         now = timezone.now()
@@ -211,7 +211,7 @@ def _store_page(research_id: Any, page: Page, fetched: FetchedPage | None, error
 Waiting = FailedWebsite  # a website in `scraping` whose page this transaction settles
 
 
-def _to_analysis(research_id: Any, page: Page, websites: list[Waiting]) -> None:
+def _to_analysis(research_id: ResearchId, page: Page, websites: list[Waiting]) -> None:
     ids = [website.pk for website in websites]
     Website.objects.filter(pk__in=ids).update(
         status=WebsiteStatus.ANALYZING,
@@ -225,7 +225,7 @@ def _to_analysis(research_id: Any, page: Page, websites: list[Waiting]) -> None:
     dispatch.ANALYZE.each_on_commit(ids, research_id)
 
 
-def _fetched_to_analysis(research_id: Any, page: Page) -> None:
+def _fetched_to_analysis(research_id: ResearchId, page: Page) -> None:
     """`_to_analysis` for every website waiting on the page, in one statement: locked in key order, moved on, and
     returned (PostgreSQL)."""
     table = Website._meta.db_table
@@ -250,7 +250,7 @@ def _fetched_to_analysis(research_id: Any, page: Page) -> None:
     dispatch.ANALYZE.each_on_commit(ids, research_id)
 
 
-def _fail(research_id: Any, page: Page, websites: list[Waiting]) -> None:
+def _fail(research_id: ResearchId, page: Page, websites: list[Waiting]) -> None:
     progress.websites_failed(
         research_id,
         websites,

@@ -1,7 +1,6 @@
 """Searching: one SERP query's results become website rows, each queued for scraping."""
 
 import logging
-from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
@@ -10,6 +9,7 @@ from research import dispatch
 from research.events import record_event
 from research.lifecycle import fail_research
 from research.models import EventType, QueryStatus, SerpQuery, Website, WebsiteStatus
+from research.types import ResearchId
 from workers.clients import search as search_client
 from workers.clients.searxng import SearchResult
 from workers.pipeline import heartbeat, progress
@@ -133,7 +133,7 @@ def search_failed(query_id: int, error: BaseException) -> None:
         stop_if_every_top_level_search_failed(query.research_id)
 
 
-def stop_if_every_top_level_search_failed(research_id: Any) -> None:
+def stop_if_every_top_level_search_failed(research_id: ResearchId) -> None:
     """Critical: with no top-level branch left, the research has nothing to build on."""
     top_level = SerpQuery.objects.filter(research_id=research_id, depth=1)
     if not top_level.exists() or top_level.exclude(status=QueryStatus.FAILED).exists():

@@ -27,6 +27,7 @@ from research import dispatch, events, push
 from research.dispatch import QUEUED
 from research.models import Event, Research, ResearchStatus
 from research.transactions import Tally, tallying
+from research.types import ResearchId
 from workers.errors import ResearchStopped
 
 # A tree may change while its research runs; the report step changes no tree rows.
@@ -34,7 +35,7 @@ WRITABLE = {ResearchStatus.RUNNING, ResearchStatus.REPORTING}
 
 
 @contextmanager
-def tree_transaction(research_id: Any) -> Iterator[Tally]:
+def tree_transaction(research_id: ResearchId) -> Iterator[Tally]:
     """A transaction over one research's tree rows; the research row is updated once, at the end."""
     with transaction.atomic():
         with tallying(research_id) as tally:
@@ -56,7 +57,7 @@ def _apply(tally: Tally) -> None:
         "WHERE id = %s RETURNING last_event_seq, pending_queries, status, stop_reason"
     )
     research_id = Research._meta.pk.get_db_prep_value(tally.research_id, connection)
-    counts = [tally.quotes_dropped, finished]
+    counts: list[Any] = [tally.quotes_dropped, finished]
     counts += [finished, finished, now, finished, finished, QUEUED]
     params = [len(tally.events), *counts, research_id]
     with connection.cursor() as cursor:
