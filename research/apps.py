@@ -4,6 +4,8 @@ from django.apps import AppConfig
 from django.db import connections
 from django.db.models.signals import post_migrate, pre_migrate
 
+from research import database
+
 
 class ResearchConfig(AppConfig):
     name = "research"
@@ -23,15 +25,9 @@ def lift_statement_timeout(using: str, **kwargs: Any) -> None:
     """No statement timeout while migrating: building an index over a big table may rightly take longer than
     DB_STATEMENT_TIMEOUT allows any one query. The lock timeout stays: a migration that waits behind a long
     transaction fails, rather than queueing every other query of the site behind its own lock request."""
-    connection = connections[using]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET statement_timeout = 0")
+    database.lift_statement_timeout(connections[using])
 
 
 def restore_statement_timeout(using: str, **kwargs: Any) -> None:
     """Back to the timeout the connection was opened with (tests migrate on a connection they go on using)."""
-    connection = connections[using]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("RESET statement_timeout")
+    database.restore_statement_timeout(connections[using])

@@ -19,11 +19,12 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 from django.core import signing
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Substr
 from django.utils import timezone
 
+from research import database
 from research.models import CollectionDocument
 from research.text.lexical import BM25, counts, is_content_word, terms, words
 from research.text.page_text import PdfError, decode_body, extract_text, pdf_text
@@ -185,7 +186,7 @@ def index_file(path: Path) -> str:
         log.warning("%s is larger than SCRAPE_MAX_BYTES: workers will refuse to read it", path)
     with transaction.atomic():
         document, created = CollectionDocument.objects.update_or_create(path=str(path), defaults=fields)
-        if connection.vendor == "postgresql":
+        if database.full_text_search():
             CollectionDocument.objects.filter(pk=document.pk).update(
                 search_vector=SearchVector(Value(parsed.title), weight="A", config=SEARCH_CONFIG)
                 + SearchVector(Substr("text", 1, INDEXED_CHARS), weight="B", config=SEARCH_CONFIG)
@@ -205,12 +206,12 @@ def document_terms(title: str, text: str) -> dict[str, int]:
 
 def rank_documents(query: str, limit: int) -> list[int]:
     """Ids of the documents that best match the query, best first."""
-    if connection.vendor == "postgresql":
-        return _rank_postgres(query, limit)
+    if database.full_text_search():
+        return _rank_full_text(query, limit)
     return rank_in_python(query, limit)
 
 
-def _rank_postgres(query: str, limit: int) -> list[int]:
+def _rank_full_text(query: str, limit: int) -> list[int]:
     content = [w.lower() for w in words(query) if is_content_word(w)][:32]
     if not content:
         return []

@@ -13,7 +13,7 @@ delta carries every row: correct, only larger.
 
 The shape is published in research/schemas/delta.v1.json; the live page applies one in
 research/static/research/js/state.js, and the tests hold a reference implementation of the same rules
-(`apply_delta` in tests/support/deltas.py) to check it against the snapshot.
+(`apply_delta` in devtools/deltas.py) to check it against the snapshot.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from django.db import connection
 from django.db.models import Count, Subquery
 from django.db.models.fields.json import KeyTransform
 
+from research import database
 from research.coverage import coverage
 from research.models import (
     Document,
@@ -110,7 +111,7 @@ def build_delta(research_id: ResearchId, since: Since | None) -> dict[str, Any]:
     the changed rows of every table; the rest load only those, so a push of one event costs a few queries
     whatever the size of the tree."""
     research = Research.objects.get(pk=research_id)
-    xmin = since.xmin if since is not None and connection.vendor == "postgresql" else None
+    xmin = since.xmin if since is not None and database.supports_xmin() else None
     delta: dict[str, Any] = {
         "version": DELTA_VERSION,
         "snapshot_version": SNAPSHOT_VERSION,

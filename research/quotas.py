@@ -21,10 +21,11 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
+from research import database
 from research.models import LlmCall, RateHit
 from research.services import ServiceError
 
@@ -96,14 +97,6 @@ def check_quota(user: Any) -> None:
 # --- Sliding windows of RateHit rows ------------------------------------------------------------------------
 
 
-def _lock(key: str) -> None:
-    """Serialise the checks of one key until the transaction ends."""
-    if connection.vendor == "postgresql":
-        number = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [number])
-
-
 def window_wait(key: str, limit: int, window: float, now: datetime | None = None) -> float:
     """0 while `key` has fewer than `limit` hits in the last `window` seconds; else the seconds until one ages out."""
     now = now or timezone.now()
@@ -124,7 +117,7 @@ def record_hit(key: str, window: float, now: datetime | None = None) -> None:
 def admit(key: str, limit: int, window: float) -> float:
     """Count one more hit on `key` if the window has room (returns 0); else the seconds to wait, nothing counted."""
     with transaction.atomic():
-        _lock(key)
+        database.lock_key(key)  # the checks of one key one at a time
         now = timezone.now()
         wait = window_wait(key, limit, window, now)
         if not wait:

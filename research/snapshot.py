@@ -10,9 +10,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models.fields.json import KeyTransform
 
+from research import database
 from research.coverage import coverage
 from research.models import (
     Document,
@@ -325,16 +326,7 @@ def consistent_view(lock_timeout_ms: int | None = None) -> Iterator[int | None]:
     waiting. Reads only wait behind an exclusive lock (a migration, a TRUNCATE); a reader that can give up, as a
     push can, then steps aside at once rather than hold its other tables and deadlock the exclusive locker."""
     with transaction.atomic():
-        if connection.vendor != "postgresql":
-            yield None
-            return
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            if lock_timeout_ms is not None:
-                cursor.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
-            # The first statement takes the transaction's view, so this is the view every later read sees.
-            cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
-            yield cursor.fetchone()[0]
+        yield database.begin_consistent_view(lock_timeout_ms)
 
 
 def read_history(research_id: ResearchId, after: int, limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
+from research import database
 from research.models import Research
 from research.types import ResearchId
 
@@ -25,14 +26,7 @@ from research.types import ResearchId
 def research_transaction(research_id: ResearchId) -> Iterator[None]:
     """A transaction that locks the research row first."""
     with transaction.atomic():
-        # SQLite (embedded mode) has no row locks; its IMMEDIATE transactions already take the one write lock.
-        if connection.features.has_select_for_update:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    # NO KEY UPDATE: rows inserted with a foreign key to the research (FOR KEY SHARE) do not wait.
-                    f"SELECT 1 FROM {Research._meta.db_table} WHERE id = %s FOR NO KEY UPDATE",
-                    [Research._meta.pk.get_db_prep_value(research_id, connection)],
-                )
+        database.lock_row(Research, research_id)
         yield
 
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import transitions
+from research import database, transitions
 from research.models import LlmCall, Research
 from research.types import ResearchId
 
@@ -52,16 +52,9 @@ class BudgetState(NamedTuple):
 
 
 def budget_state(research_id: ResearchId) -> BudgetState | None:
-    if connection.vendor == "postgresql":
-        # Read before every model request: raw, the columns come back as the ORM would convert them.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT {', '.join(BudgetState._fields)} FROM {Research._meta.db_table} WHERE id = %s",
-                [Research._meta.pk.get_db_prep_value(research_id, connection)],
-            )
-            row = cursor.fetchone()
-    else:
-        row = Research.objects.filter(pk=research_id).values_list(*BudgetState._fields).first()
+    # Read before every model request.
+    sql = f"SELECT {', '.join(BudgetState._fields)} FROM {Research._meta.db_table} WHERE id = %s"
+    row = database.read_row(Research, research_id, BudgetState._fields, sql)
     return BudgetState(*row) if row is not None else None
 
 
@@ -77,7 +70,7 @@ def record_call(
     """Record one request and add it to the research's totals (one statement, or its own short transaction);
     what the budgets read of the research after it, None if the research is gone."""
     cost = cost_of(model, prompt_tokens, completion_tokens)
-    if connection.vendor == "postgresql":
+    if database.one_statement_writes():
         # One statement, one commit: the totals move, the call is inserted with the owner the same row gives, and
         # the budgets' columns come back, so the check after the call reads nothing (this runs per model request).
         columns = ", ".join(BudgetState._fields)

@@ -6,6 +6,7 @@ import logging
 from django.db import connection, transaction
 from django.utils import timezone
 
+from research import database
 from research.events import record_event
 from research.models import EventType, Extract, Page, Research, SerpQuery, Website, WebsiteStatus
 from research.text.quotes import PageText
@@ -73,7 +74,7 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
 def _claim(website_id: int, page_id: int, owner: str) -> str | None:
     """Lease the analysing website for this task; its page's text if the claim holds, else None."""
     now, claimed_by = timezone.now(), (owner + worker_name())[:200]
-    if connection.vendor != "postgresql":
+    if not database.one_statement_writes():
         claim = Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING)
         if not claim.update(claimed_at=now, claimed_by=claimed_by):
             return None
@@ -98,7 +99,7 @@ def _store_analysis(
     its query's `pending_websites` decremented; the websites the query still waits for, None if it was not
     analyzing."""
     now = timezone.now()
-    if connection.vendor != "postgresql":
+    if not database.one_statement_writes():
         if not Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
             status=WebsiteStatus.ANALYZED, finished_at=now
         ):

@@ -4,9 +4,9 @@ budgets that stop it: research/budgets.py)."""
 import logging
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
-from research import budgets, dispatch, transitions
+from research import budgets, database, dispatch, transitions
 from research.events import record_event
 from research.lifecycle import fail_research
 from research.models import EventType, Research, ResearchStatus, StepRow
@@ -64,14 +64,10 @@ RESEARCH_STATE = tuple(f"research__{name}" for name in BudgetState._fields)
 
 
 def step_row(model: type[StepRow], pk: Any, columns: list[str], sql: str) -> tuple[Any, ...] | None:
-    """The one row a step starts from: on PostgreSQL by `sql` (its one parameter the row's key), which selects
-    what `columns` name, in that order; elsewhere by a values_list. The ORM built that query anew for every task,
-    ordering by the model's default ordering (joins) to take its first row."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
-            return cursor.fetchone()
-    return model.objects.filter(pk=pk).order_by().values_list(*columns).first()
+    """The one row a step starts from: what `columns` name, in that order, read by `sql` (its one parameter the
+    row's key) on PostgreSQL and by a values_list in the embedded mode (research/database.py, `read_row`). The ORM
+    built that query anew for every task, ordering by the model's default ordering (joins) to take its first row."""
+    return database.read_row(model, pk, columns, sql)
 
 
 def state_sql(alias: str) -> str:

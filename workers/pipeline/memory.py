@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from research import database
 from research.events import record_event
 from research.memory import memory_key
 from research.models import (
@@ -141,7 +142,7 @@ def store(
     research_pk = Research._meta.pk.get_db_prep_value(research_id, connection)
     with transaction.atomic():
         now = timezone.now()
-        if connection.vendor == "postgresql":
+        if database.one_statement_writes():
             _insert_items(research_pk, query_id, items, now, counts)
             items = []  # inserted
         with connection.cursor() as cursor:

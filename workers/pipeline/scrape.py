@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
-from research import dispatch
+from research import database, dispatch
 from research.collection import fetch_link
 from research.dispatch import QUEUED
 from research.events import record_event
@@ -89,7 +89,7 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite) -> Page | None:
 
 def _lock_page(research_id: ResearchId, url: str) -> tuple[Page, bool]:
     """The research's page for the URL, locked, and whether this transaction inserted it."""
-    if connection.vendor == "postgresql":
+    if database.one_statement_writes():
         # The usual case, a URL no website of the research had: one statement instead of get_or_create's four
         # (select, savepoint, insert, release). Inserted unclaimed, as get_or_create did.
         with connection.cursor() as cursor:
@@ -192,7 +192,7 @@ def _store_page(research_id: ResearchId, page: Page, fetched: FetchedPage | None
             )
         if not stored:
             return  # a takeover finished it first
-        if fetched is not None and connection.vendor == "postgresql":
+        if fetched is not None and database.one_statement_writes():
             _fetched_to_analysis(research_id, page)
             return
         waiting = [

@@ -23,7 +23,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import dispatch, events, push
+from research import database, dispatch, events, push
 from research.dispatch import QUEUED
 from research.models import Event, Research, ResearchStatus
 from research.transactions import Tally, tallying
@@ -61,7 +61,7 @@ def _apply(tally: Tally) -> None:
     counts += [finished, finished, now, finished, finished, QUEUED]
     params = [len(tally.events), *counts, research_id]
     with connection.cursor() as cursor:
-        if tally.events and connection.vendor == "postgresql":
+        if tally.events and database.one_statement_writes():
             # One round trip while the row is locked: the seqs are taken and the events inserted in one statement.
             event_table = Event._meta.db_table
             cursor.execute(

@@ -1,0 +1,141 @@
+"""The one place the code forks on the database: PostgreSQL (production, tests) or SQLite (the embedded mode).
+
+The embedded mode (`make demo` where no PostgreSQL answers) runs the same code on SQLite in WAL mode with IMMEDIATE
+transactions (researchsite/settings.py): every transaction takes the database's one write lock when it begins, so
+writers run one at a time and a transaction reads one unchanging database. Where PostgreSQL and SQLite must be
+treated differently, the caller asks one of these functions, named for what it does; each says what PostgreSQL does
+and what the embedded mode does instead, and why. No other module of research/ or workers/ reads the vendor
+(tests/test_database_seam.py); migrations keep their own forks, since a migration must not import app code that
+may change after it (docs/schema.md, "PostgreSQL and the embedded mode").
+"""
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
+
+
+def _postgresql(database: BaseDatabaseWrapper | None = None) -> bool:
+    return (database or connection).vendor == "postgresql"
+
+
+def one_statement_writes() -> bool:
+    """Whether the hot paths write through the one hand-written statement each carries, not the ORM's statements.
+
+    PostgreSQL: yes. A model call's accounting, a website's claim and its stored analysis, a tree transaction's
+    events, a page's insert and the hand-over of the websites waiting on it, a memory update: each is one statement
+    (data-modifying WITH, `jsonb_array_elements`, `FOR UPDATE` in a subquery, `ON CONFLICT ... RETURNING`), so these
+    paths, which run per model request or per website, cost one round trip and hold their row locks for less time
+    (docs/performance.md, "Cheaper steps"). Embedded mode: no. SQLite has no data-modifying WITH, no jsonb and no
+    row locks, and with one writer in the same process a statement costs microseconds: the ORM's statements, in the
+    same transaction, do the same work with nothing to save.
+    """
+    return _postgresql()
+
+
+def read_row(model: type[Model], pk: Any, columns: Sequence[str], sql: str) -> tuple[Any, ...] | None:
+    """The values `columns` name, in order, of the `model` row with key `pk`; None when there is no such row.
+
+    PostgreSQL: by `sql`, a hand-written SELECT of those columns whose one parameter is the key. psycopg returns the
+    values as the ORM would (aware datetimes, Decimals), and these reads run per model request and per step, where
+    the ORM would build the query anew every time. Embedded mode: by the ORM's values_list. The sqlite3 driver
+    returns raw SQL's datetimes naive and its decimals as floats; the ORM's converters turn them into what the
+    callers compare and add up.
+    """
+    if _postgresql():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
+            return cursor.fetchone()
+    return model._default_manager.filter(pk=pk).order_by().values_list(*columns).first()
+
+
+def lock_row(model: type[Model], pk: Any) -> None:
+    """Inside a transaction: hold the `model` row with key `pk` against other writers of it until the transaction ends.
+
+    PostgreSQL: `SELECT ... FOR NO KEY UPDATE`, a row lock that rows being inserted with a foreign key to it (which
+    take FOR KEY SHARE) do not wait for. Embedded mode: nothing. SQLite has no row locks; the IMMEDIATE transaction
+    already holds the database's one write lock, which serialises every writer.
+    """
+    if _postgresql():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {model._meta.db_table} WHERE {model._meta.pk.column} = %s FOR NO KEY UPDATE",
+                [model._meta.pk.get_db_prep_value(pk, connection)],
+            )
+
+
+def lock_key(key: str) -> None:
+    """Inside a transaction: serialise, until it ends, the transactions that lock the same `key` (any string).
+
+    PostgreSQL: `pg_advisory_xact_lock` on a 64-bit hash of the key, released at commit or rollback; transactions
+    that lock other keys do not wait. Embedded mode: nothing. The IMMEDIATE transaction already holds the database's
+    one write lock, which serialises every writer, whatever its key.
+    """
+    if _postgresql():
+        number = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [number])
+
+
+def begin_consistent_view(lock_timeout_ms: int | None = None) -> int | None:
+    """The first call in a transaction: every later read of it sees one moment. Returns the view's xmin (the oldest
+    transaction id still running at that moment), or None where rows carry no transaction ids.
+
+    PostgreSQL: REPEATABLE READ (READ COMMITTED, the default, takes a new view per statement), `lock_timeout_ms` as
+    the transaction's lock timeout (a read that waits longer for a table lock fails with LockNotAvailable), and the
+    view's xmin read by the first statement, which takes the view. Embedded mode: nothing to set, and None. A SQLite
+    transaction holds the one write lock from its start (IMMEDIATE), so nothing changes under its reads; readers
+    wait only for that lock, for at most the connection's timeout (60 s).
+    """
+    if not _postgresql():
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        if lock_timeout_ms is not None:
+            cursor.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
+        cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+        return cursor.fetchone()[0]
+
+
+def supports_xmin() -> bool:
+    """Whether every row names the transaction that wrote it (`xmin`), so a delta can load only the rows written
+    after a view's xmin (research/delta.py).
+
+    PostgreSQL: yes, the system column xmin. Embedded mode: no. SQLite rows carry no transaction id: every delta
+    carries every row, which is correct, only larger.
+    """
+    return _postgresql()
+
+
+def full_text_search() -> bool:
+    """Whether the database indexes and ranks the document collection itself (research/collection.py).
+
+    PostgreSQL: yes, a stored tsvector per document (title weighted above text) under a GIN index, ranked by
+    `ts_rank`. Embedded mode: no. SQLite has no tsvector: documents are ranked in Python, by BM25 over the term
+    counts stored at indexing time (fine for collections of up to a few thousand documents).
+    """
+    return _postgresql()
+
+
+def lift_statement_timeout(database: BaseDatabaseWrapper) -> None:
+    """No statement timeout on this connection until `restore_statement_timeout` (used while migrating).
+
+    PostgreSQL: `SET statement_timeout = 0` for the session; the lock timeout stays. Embedded mode: nothing. SQLite
+    has no statement timeout, only the connection's wait for the write lock.
+    """
+    if _postgresql(database):
+        with database.cursor() as cursor:
+            cursor.execute("SET statement_timeout = 0")
+
+
+def restore_statement_timeout(database: BaseDatabaseWrapper) -> None:
+    """The statement timeout the connection was opened with, back after `lift_statement_timeout`.
+
+    PostgreSQL: `RESET statement_timeout`. Embedded mode: nothing, as there is nothing to restore.
+    """
+    if _postgresql(database):
+        with database.cursor() as cursor:
+            cursor.execute("RESET statement_timeout")

@@ -1,0 +1,108 @@
+"""SQLite behind one seam: only research/database.py forks on the database (migrations keep their own forks).
+
+Code elsewhere asks the seam what to do (`one_statement_writes()`, `lock_key(key)`, ...), never which database it
+runs on, so what the embedded mode does differently is all in one module, each difference said once.
+"""
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from research import database
+from research.models import Research, ResearchStatus
+from research.usage import BudgetState
+
+ROOT = Path(__file__).resolve().parent.parent
+SEAM = ROOT / "research" / "database.py"
+# Asking which database this is: its vendor, or its feature flags (has_select_for_update and the like).
+FORK = re.compile(r"\.vendor\b|\bconnection\.features\b|\bconnections\[[^]]*\]\.features\b")
+
+
+def forks(source: str) -> list[int]:
+    """The lines of the source that ask which database the code runs on."""
+    return [number for number, line in enumerate(source.splitlines(), 1) if FORK.search(line)]
+
+
+def test_database_seam_only_the_seam_asks_which_database() -> None:
+    found = []
+    for package in ("research", "workers"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == SEAM or "migrations" in path.relative_to(ROOT).parts:
+                continue
+            found += [f"{path.relative_to(ROOT)}:{line}" for line in forks(path.read_text())]
+    assert found == [], "fork on the database through research/database.py"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'if connection.vendor == "postgresql":',
+        'if connection.vendor != "postgresql":',
+        "sqlite = connections[using].vendor == 'sqlite'",
+        "if connection.features.has_select_for_update:",
+        'if connections["default"].features.has_native_uuid_field:',
+    ],
+)
+def test_database_seam_check_catches_a_fork(source: str) -> None:
+    assert forks(f"x = 1\n{source}\n") == [2]
+
+
+def test_database_seam_check_allows_the_seam_and_plain_queries() -> None:
+    assert forks("if database.one_statement_writes():\n    with connection.cursor() as cursor:\n") == []
+
+
+def test_database_seam_each_function_says_what_each_database_does() -> None:
+    functions = [f for name, f in inspect.getmembers(database, inspect.isfunction) if not name.startswith("_")]
+    assert len(functions) >= 8
+    vague = [f.__name__ for f in functions if f.__module__ == database.__name__ and not _says_both(f.__doc__ or "")]
+    assert vague == []
+
+
+def _says_both(doc: str) -> bool:
+    return "PostgreSQL" in doc and "Embedded mode" in doc
+
+
+def as_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seam as the embedded mode takes it, on this run's PostgreSQL: only for the branches that need no SQLite."""
+    monkeypatch.setattr(database, "_postgresql", lambda _database=None: False)
+
+
+@pytest.mark.django_db
+def test_database_seam_a_row_reads_the_same_in_both_modes(user, monkeypatch) -> None:
+    research = Research.objects.create(owner=user, prompt="p", status=ResearchStatus.RUNNING, breadth=1, depth=1)
+    sql = f"SELECT {', '.join(BudgetState._fields)} FROM {Research._meta.db_table} WHERE id = %s"
+    raw = database.read_row(Research, research.pk, BudgetState._fields, sql)
+    as_embedded(monkeypatch)
+    assert database.read_row(Research, research.pk, BudgetState._fields, sql) == raw
+    assert raw is not None and raw[0] == ResearchStatus.RUNNING
+    Research.objects.filter(pk=research.pk).delete()
+    assert database.read_row(Research, research.pk, BudgetState._fields, sql) is None
+
+
+@pytest.mark.django_db
+def test_database_seam_embedded_mode_locks_and_views_with_no_statement(user, monkeypatch) -> None:
+    as_embedded(monkeypatch)
+    research = Research.objects.create(owner=user, prompt="p", breadth=1, depth=1)
+    with CaptureQueriesContext(connection) as queries:
+        database.lock_key("spend:1")
+        database.lock_row(Research, research.pk)
+        assert database.begin_consistent_view(200) is None
+        database.lift_statement_timeout(connection)
+        database.restore_statement_timeout(connection)
+    assert queries.captured_queries == []
+    assert not (database.one_statement_writes() or database.supports_xmin() or database.full_text_search())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_database_seam_postgresql_gives_a_view_its_xmin() -> None:
+    with transaction.atomic():
+        xmin = database.begin_consistent_view(200)
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW transaction_isolation")
+            assert cursor.fetchone()[0] == "repeatable read"
+    assert isinstance(xmin, int) and xmin > 0
+    assert database.one_statement_writes() and database.supports_xmin() and database.full_text_search()
