@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BASE_STAMP := $(VENV)/.requirements-base.stamp
 DEV_STAMP := $(VENV)/.requirements-dev.stamp
 
-.PHONY: demo test lint format venv dev services browser migrate run worker beat flower bench clean
+.PHONY: demo test test-fast lint format venv dev services browser migrate run worker beat flower bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ demo: venv
 
 test: dev services browser lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop: the unit and database lanes without the slow tests (no worker processes, daphne, Chromium or
+# fault injection, and no lint); the lanes: README.md, under `make test`. `make test` stays the full suite.
+test-fast: dev services
+	$(PY) -m pytest -m "(unit or database) and not slow" $(PYTEST_ARGS)
 
 migrate: venv services
 	$(PY) manage.py migrate

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tests.fakes import FakeLLM, FakeSearx, FakeWeb
-from tests.fakes.server import Request
+from devtools.fakes import FakeLLM, FakeSearx, FakeWeb
+from devtools.fakes.server import Request
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ import psycopg
 import redis
 
 from bench.latency import DelayedWeb, Latencies, apply
+from devtools.fakes import FakeLLM, FakeSearx
+from devtools.fakes.behaviours import ResearchModel
 from devtools.processes import ARTIFACTS, celery_command, spawn, stop
 from devtools.runs import claim_redis_db
 from devtools.servers import WorkerPool, log_level, process_env
-from tests.fakes import FakeLLM, FakeSearx
-from tests.fakes.behaviours import ResearchModel
 
 log = logging.getLogger("bench")
 

@@ -6,13 +6,15 @@ import pytest
 import redis
 from celery import Task
 from django.conf import settings
+from django.contrib.auth.hashers import make_password
 from django.test import Client
 from django.test.utils import override_settings
 
+from devtools.fakes import FakeLLM, FakeSearx, FakeWeb
+from devtools.fakes.behaviours import ResearchModel
 from devtools.servers import WorkerPool, process_env
-from tests.fakes import FakeLLM, FakeSearx, FakeWeb
-from tests.fakes.behaviours import ResearchModel
 from tests.support.e2e import WORKER_ENV, settle
+from tests.support.lanes import lane_of
 from tests.support.logins import PASSWORD
 from tests.support.testrun import release_test_run
 from workers.clients import model_window
@@ -95,14 +97,21 @@ def published(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return names
 
 
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)
+@pytest.fixture(scope="session")
+def password_hash() -> str:
+    """PASSWORD hashed once for the session: hashing it again for each test's users (PBKDF2, about 0.4 s here) cost
+    more than the rest of many a test. Each user still has a real hash that the login form and daphne check."""
+    return make_password(PASSWORD)
 
 
 @pytest.fixture
-def other_user(django_user_model):
-    return django_user_model.objects.create_user("mallory", "mallory@example.com", PASSWORD)
+def user(django_user_model, password_hash: str):
+    return django_user_model.objects.create(username="alice", email="alice@example.com", password=password_hash)
+
+
+@pytest.fixture
+def other_user(django_user_model, password_hash: str):
+    return django_user_model.objects.create(username="mallory", email="mallory@example.com", password=password_hash)
 
 
 @pytest.fixture
@@ -117,6 +126,14 @@ def stranger(other_user) -> Client:
     client = Client()
     client.force_login(other_user)
     return client
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test gets its lane's mark (unit, database, stack, browser, faults: tests/support/lanes.py) before `-m`
+    selects by marks; `make test-fast` runs the unit and database lanes."""
+    for item in items:
+        item.add_marker(getattr(pytest.mark, lane_of(item)))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -147,5 +164,5 @@ def workers(worker_pool: WorkerPool, transactional_db: None, redis_conn: redis.R
 
 @pytest.fixture
 def research_model(fakes, fake_llm: FakeLLM) -> ResearchModel:
-    """The fake model behaving like a working model (see tests/fakes/behaviours.py)."""
+    """The fake model behaving like a working model (see devtools/fakes/behaviours.py)."""
     return ResearchModel(fake_llm).install()

@@ -2,7 +2,6 @@
 (works / works with settings / will not work), the settings to use, the exit status, and the run kept for the
 admin."""
 
-import importlib.util
 import io
 import json
 import re
@@ -10,9 +9,10 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 
+from devtools.fakes import FakeLLM
 from devtools.processes import ROOT, free_port
 from research.models import ModelCheck
-from tests.fakes import FakeLLM
+from tests.support.demo import load_demo_script
 from workers.clients import model_window
 
 pytestmark = pytest.mark.django_db
@@ -264,13 +264,6 @@ def test_admin_shows_the_last_model_check(fakes, fake_llm: FakeLLM, client, djan
     client.post(f"/admin/research/modelcheck/{last.pk}/change/", {"verdict": "works"})
     last.refresh_from_db()
     assert last.verdict == "works_with_settings"
-
-
-def load_demo_script():
-    spec = importlib.util.spec_from_file_location("demo_script", ROOT / "scripts" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_demo_checks_the_model_only_when_one_is_configured() -> None:

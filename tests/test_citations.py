@@ -5,6 +5,7 @@ import re
 from research.text.links import link_target
 from research.text.quotes import PageText
 from research.web.rendering import render_markdown
+from tests.support.reports import sentence
 from workers.agents.report_writer import SourceNote
 from workers.pipeline.citations import MemoryNote, cited_urls, drop_stray_links, render_report, report_title
 
@@ -15,10 +16,6 @@ SOURCES = [
     SourceNote(2, "https://b.example/cost", "Costs", [("30% more", "cost 30% more to install")]),
 ]
 TEXTS = {"https://a.example/trial": PageText(PAGE_A), "https://b.example/cost": PageText(PAGE_B)}
-
-
-def sentence(text: str, sources: list[int], quotes: list[tuple[int, str]] = ()) -> dict:
-    return {"text": text, "sources": sources, "quotes": [{"source": s, "quote": q} for s, q in quotes]}
 
 
 def test_quote_matching_ignores_whitespace_and_typography_only() -> None:

@@ -2,7 +2,6 @@
 when they answer and on the embedded defaults when they do not; every citation of its report is a document of the
 collection and every quote appears in that document."""
 
-import importlib.util
 import os
 import re
 import sqlite3
@@ -15,6 +14,7 @@ import pytest
 from django.contrib.auth.hashers import check_password
 
 from devtools.processes import ROOT, free_port
+from tests.support.demo import load_demo_script
 from tests.support.private_services import PrivateRedis
 
 pytestmark = pytest.mark.slow
@@ -28,13 +28,6 @@ WATCH = re.compile(r"Watch it live: http://127\.0\.0\.1:\d+/  \(user: demo, pass
 
 def unescape_markdown(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text).replace("&lt;", "<").replace("&gt;", ">")
-
-
-def load_demo_script():
-    spec = importlib.util.spec_from_file_location("demo_script", ROOT / "scripts" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_demo(var: Path, extra: dict[str, str]) -> str:

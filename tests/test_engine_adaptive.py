@@ -1,6 +1,6 @@
 """Adaptive mode on the real stack: each branch is reviewed when its websites are done and goes deeper only while
 the evaluator finds it short of the threshold and improving; the whole research's coverage may add gap-filling
-rounds before the report. The evaluator's scores are scripted in the fake model (tests/fakes/behaviours.py)."""
+rounds before the report. The evaluator's scores are scripted in the fake model (devtools/fakes/behaviours.py)."""
 
 import json
 import uuid

@@ -6,12 +6,12 @@ import re
 
 import pytest
 
+from devtools.fakes import Canary
+from devtools.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
 from research.models import Document, Extract, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from research.snapshot import build_snapshot
 from research.text.links import link_target
 from research.web.rendering import render_markdown
-from tests.fakes import Canary
-from tests.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
 from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf
 from tests.support.e2e import start_research, wait_finished
 from workers.pipeline.citations import cited_urls

@@ -18,6 +18,7 @@ from research.models import Document, DocumentKind, Research, ResearchStatus
 from research.text.quotes import PageText
 from research.web import exports
 from research.web.rendering import render_markdown
+from tests.support.reports import sentence
 from workers.agents.report_writer import SourceNote
 from workers.pipeline.citations import render_report
 
@@ -42,10 +43,6 @@ SOURCES = [
     SourceNote(1, TRIAL, "Nordic trial", [("COP 2.7", TRIAL_QUOTE)]),
     SourceNote(2, ODD, "Costs [2024]", [("30% more", ODD_QUOTE)]),
 ]
-
-
-def sentence(text: str, sources: list[int], quotes: list[tuple[int, str]] = ()) -> dict:
-    return {"text": text, "sources": sources, "quotes": [{"source": s, "quote": q} for s, q in quotes]}
 
 
 def rendered(title: str = "Cold-climate heat pumps", heading: str = "Field measurements", repeat: int = 1) -> str:

@@ -16,9 +16,9 @@ import pytest
 import requests
 from bs4 import BeautifulSoup
 
-from tests.fakes import Canary, FakeLLM, FakeSearx, FakeWeb
-from tests.fakes.llm import SchemaInstance
-from tests.fakes.web import gzip_bomb
+from devtools.fakes import Canary, FakeLLM, FakeSearx, FakeWeb
+from devtools.fakes.llm import SchemaInstance
+from devtools.fakes.web import gzip_bomb
 
 PLAN_SCHEMA: dict[str, Any] = {
     "type": "object",

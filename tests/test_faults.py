@@ -23,6 +23,7 @@ import yaml
 from django.conf import settings
 from django.utils import timezone
 
+from devtools.fakes import Canary
 from devtools.processes import ARTIFACTS, ROOT, free_port, stop_group, wait_until
 from devtools.servers import WorkerPool, celery_app_for, process_env
 from research.dispatch import waiting_steps
@@ -41,7 +42,6 @@ from research.models import (
 )
 from research.planning import total_queries
 from research.snapshot import build_snapshot
-from tests.fakes import Canary
 from tests.support.e2e import WORKER_ENV, wait_finished
 from tests.support.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
 

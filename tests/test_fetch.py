@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from devtools.fakes import Canary, FakeWeb
+from devtools.fakes.web import gzip_bomb
 from research.text.page_text import decode_body, extract_page, extract_text
-from tests.fakes import Canary, FakeWeb
-from tests.fakes.web import gzip_bomb
 from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf
 from workers.clients import netguard
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page

@@ -20,11 +20,11 @@ from django.core.management import call_command
 from django.db import OperationalError, connection, connections
 from django.db.models.signals import pre_migrate
 
+from devtools.fakes import FakeLLM
+from devtools.fakes.server import FakeServer, Request
 from research import lifecycle, services
 from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from researchsite.celery import app as celery_app
-from tests.fakes import FakeLLM
-from tests.fakes.server import FakeServer, Request
 from tests.support.factories import running_research
 from workers import tasks
 from workers.clients import llm, netguard, searxng

@@ -5,9 +5,9 @@ import re
 import pytest
 from fpdf import FPDF
 
+from devtools.fakes import FakeLLM, FakeSearx, FakeWeb
+from devtools.fakes.behaviours import ResearchModel
 from research.models import Extract, SerpQuery, Website, WebsiteStatus
-from tests.fakes import FakeLLM, FakeSearx, FakeWeb
-from tests.fakes.behaviours import ResearchModel
 from tests.support.factories import running_research
 from workers.agents.website_analyzer import page_parts
 from workers.pipeline.analyze import analyze_website

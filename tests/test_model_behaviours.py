@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
+from devtools.fakes import FakeLLM
 from research.models import Document, Extract, ResearchStatus, SerpQuery
-from tests.fakes import FakeLLM
 from tests.support.e2e import wait_finished
 from workers.agents.report_writer import sources_block
 from workers.pipeline.report import collect_sources

@@ -2,14 +2,14 @@
 structured output, a small window, answers cut at their limit, a tokenizer that is not four characters a token."""
 
 import json
-import time
 
 import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from tests.fakes import FakeLLM
+from devtools.fakes import FakeLLM
+from devtools.processes import wait_until
 from workers.agents.common import trim_to_tokens
 from workers.clients import llm, model_window
 from workers.clients.model_answer import NoJSON, find_json, strip_reasoning
@@ -140,7 +140,12 @@ def test_the_window_reported_at_v1_models_is_respected(fakes, fake_llm: FakeLLM)
     # given a vLLM-like server with a 4,096-token window and a page of about 20,000 tokens
     fake_llm.context_window = 4096
     model_window.window("website_analyzer", MODEL)  # the first call starts discovery, in the background
-    wait_for(lambda: model_window.window("website_analyzer", MODEL) == (4096, "GET /v1/models"))
+    wait_until(
+        lambda: model_window.window("website_analyzer", MODEL) == (4096, "GET /v1/models"),
+        timeout=5,
+        message="the window learned from GET /v1/models",
+        interval=0.05,
+    )
     # when
     result = llm.complete_json("website_analyzer", page_prompt("word " * 20000), "numbers", SCHEMA)
     # then the prompt was built to fit, with room for the answer, and never overflowed
@@ -219,10 +224,3 @@ def test_a_slow_model_gets_longer_requests(fakes, fake_llm: FakeLLM, settings) -
     # then a request that timed out taught the client to wait longer, and the model's answer came
     assert result.data == {"n": 1}
     assert model_window.attempt_timeout(MODEL) >= 3 * 1.5
-
-
-def wait_for(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)

@@ -5,10 +5,10 @@ from decimal import Decimal
 import pytest
 from django.db.models import Sum
 
+from devtools.fakes import FakeLLM
 from research import services
 from research.models import CallOutcome, LlmCall, Research
 from research.usage import cost_of
-from tests.fakes import FakeLLM
 from workers.pipeline.followups import generate_followups
 
 pytestmark = pytest.mark.django_db

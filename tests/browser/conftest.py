@@ -10,11 +10,12 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import redis
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Dialog, Page, sync_playwright
 
 from devtools.servers import PLAIN_HTTP, DaphneServer, process_env
 from tests.support.browser import DESKTOP, FAILURES, SCREENSHOTS, chromium, save_failure
-from tests.support.e2e import WORKER_ENV
+from tests.support.e2e import WORKER_ENV, settle
 
 FAILED = pytest.StashKey[bool]()  # set on a test item whose call phase failed
 
@@ -46,6 +47,19 @@ def daphne(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iter
         server = DaphneServer(env).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def no_queued_steps(redis_conn: redis.Redis) -> Iterator[None]:
+    """For a test that needs no worker: the steps it queues (a retry, a report asked for) are dropped, not left for
+    another test. The session's worker processes may be up (started by an earlier test) and take one first: they are
+    left idle before the tables are flushed, as the `workers` fixture leaves them (a worker still reading deadlocks
+    the truncation)."""
+    yield
+    for key in [*redis_conn.scan_iter("celery*"), *redis_conn.scan_iter("control*")]:
+        if redis_conn.type(key) == b"list":
+            redis_conn.delete(key)
+    settle(redis_conn)
 
 
 @pytest.fixture(scope="module")

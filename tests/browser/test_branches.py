@@ -4,13 +4,11 @@ the live snapshot updates them."""
 import time
 
 import pytest
-import redis
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from research.events import record_event
 from research.models import Document, DocumentKind, Event, MemoryKind, QueryStatus, Research, SerpQuery, Website
-from tests.support.e2e import settle
 from tests.support.factories import running_research
 from tests.support.logins import sign_in
 from tests.support.seed import seed_research
@@ -18,18 +16,6 @@ from workers.pipeline.citations import report_title
 from workers.pipeline.memory import NewItem, store
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def no_queued_steps(redis_conn: redis.Redis):
-    """This test needs no worker: the steps a retry queues are dropped, not left for another test. The session's
-    worker processes may be up (started by an earlier test) and take one first: they are left idle before the
-    tables are flushed, as the `workers` fixture leaves them (a worker still reading deadlocks the truncation)."""
-    yield
-    for key in [*redis_conn.scan_iter("celery*"), *redis_conn.scan_iter("control*")]:
-        if redis_conn.type(key) == b"list":
-            redis_conn.delete(key)
-    settle(redis_conn)
 
 
 def wait_for(condition, seconds: float) -> bool:

@@ -2,26 +2,13 @@
 asked for, and the start form's checks naming the field at fault."""
 
 import pytest
-import redis
 from playwright.sync_api import expect
 
 from research.models import Research, ResearchStatus
-from tests.support.e2e import settle
 from tests.support.logins import sign_in
 from tests.support.seed import seed_research
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def no_queued_steps(redis_conn: redis.Redis):
-    """The report a test asks for is not left queued for another test; the session's workers, when another test
-    started them, are left idle before the tables are flushed."""
-    yield
-    for key in [*redis_conn.scan_iter("celery*"), *redis_conn.scan_iter("control*")]:
-        if redis_conn.type(key) == b"list":
-            redis_conn.delete(key)
-    settle(redis_conn)
 
 
 def test_search_rename_and_delete_from_the_library(daphne, open_page, user) -> None:

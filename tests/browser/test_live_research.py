@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from devtools.fakes.behaviours import REPORT_TITLE
+from devtools.fakes.searx import query_slug
 from research.models import Event, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from tests.fakes.behaviours import REPORT_TITLE
-from tests.fakes.searx import query_slug
 from tests.support.browser import screenshot
 from tests.support.logins import sign_in
 from tests.support.reports import outline_and_sections

@@ -7,8 +7,8 @@ import threading
 import pytest
 from playwright.sync_api import expect
 
+from devtools.fakes.llm import message_text
 from research.models import ReportSection
-from tests.fakes.llm import message_text
 from tests.support.browser import screenshot
 from tests.support.e2e import start_research
 from tests.support.logins import sign_in

@@ -7,6 +7,11 @@ from research.models import ReportSection, SectionStatus
 from workers.pipeline.report import assemble_report, write_report, write_section
 
 
+def sentence(text: str, sources: list[int], quotes: list[tuple[int, str]] = ()) -> dict:
+    """A sentence of the report writer's answer: its text, the sources it cites and the quotes it rests on."""
+    return {"text": text, "sources": sources, "quotes": [{"source": s, "quote": q} for s, q in quotes]}
+
+
 def write_report_now(research_id: Any) -> None:
     """Plan the outline, write every section, then assemble the report, each as its task would. Nothing is
     published: a worker of the test session must not take a step up meanwhile."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
-from tests.fakes.server import FakeServer, Request
+from devtools.fakes.server import FakeServer, Request
 
 HTML = "text/html; charset=utf-8"
 MB = 1 << 20

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.llm import FakeLLM, message_text
+from devtools.fakes.llm import FakeLLM, message_text
 
 _COUNT = re.compile(r"Write exactly (\d+) search queries")
 _DEPTH_LINE = re.compile(r"^Depth (\d+) query: (.+)$", re.MULTILINE)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fakes.server import FakeServer, Request
+from devtools.fakes.server import FakeServer, Request
 
 Handler = Callable[[dict[str, Any], dict[str, Any]], "dict[str, Any] | list[Any] | str"]
 ArrayLen = int | Callable[[str, str, int], int] | None

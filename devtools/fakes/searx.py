@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.fakes.server import FakeServer, Request
-from tests.fakes.web import FakeWeb, slug_title
+from devtools.fakes.server import FakeServer, Request
+from devtools.fakes.web import FakeWeb, slug_title
 
 ResultsFor = Callable[[str], "list[dict[str, Any] | str]"]
 
