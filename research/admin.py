@@ -84,7 +84,7 @@ class ResearchAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
     )
-    list_filter = ("status", "engine", "created_at")
+    list_filter = ("status", "engine", "review_plan", "created_at")
     search_fields = ("title", "prompt", "owner__username", "id")
     readonly_fields = (
         "id",
@@ -115,8 +115,19 @@ class ResearchAdmin(admin.ModelAdmin):
 
 @admin.register(SerpQuery)
 class SerpQueryAdmin(admin.ModelAdmin):
-    list_display = ("query", "research", "depth", "position", "status", "pending_websites", "attempts", "created_at")
-    list_filter = ("status", "depth")
+    # `round`: 0 for the research's own plan, then its gap-filling rounds and the branches its user added.
+    list_display = (
+        "query",
+        "research",
+        "depth",
+        "position",
+        "round",
+        "status",
+        "pending_websites",
+        "attempts",
+        "created_at",
+    )
+    list_filter = ("status", "depth", "round")
     search_fields = ("query", "objective", "research__title")
     raw_id_fields = ("research", "parent")
     inlines = [WebsiteInline]

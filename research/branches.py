@@ -1,4 +1,5 @@
-"""Cancel or retry one branch of a running (or finished) research: a query and the subtree below it.
+"""Cancel or retry one branch of a running (or finished) research: a query and the subtree below it; or dig
+deeper into a finished research with a branch of its own.
 
 Both follow the tree's lock order (workers/pipeline/tree_writes.py): websites, then queries, each in key order,
 and the research row last. Steps that write the tree lock in that order too, and the planning of children locks
@@ -13,8 +14,10 @@ children anew after its earlier ones (positions `retries * breadth + i`), so its
 
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from research import dispatch, transitions
@@ -26,6 +29,8 @@ from research.models import (
     Document,
     DocumentKind,
     EventType,
+    MemoryItem,
+    MemoryKind,
     QueryStatus,
     Research,
     ResearchStatus,
@@ -180,6 +185,63 @@ def retry_query(research: Research, query_id: int) -> SerpQuery:
         dispatch.SEARCH.each_on_commit([query.pk], locked.pk)
     query.refresh_from_db()
     return query
+
+
+# A branch a user adds to a finished research: its query and objective, at most this many characters.
+MAX_BRANCH_QUERY_CHARS = 500
+MAX_BRANCH_OBJECTIVE_CHARS = 2000
+
+
+def deepen(research: Research, query: str, objective: str, source: dict[str, Any]) -> SerpQuery:
+    """Dig deeper into a completed research: a new depth-1 branch (the next round) with the research's depth
+    below it, by the same rule as every branch; the research runs again and writes its next report version.
+    Pages it fetched already are read from what it stored (one fetch per URL per research). `source` says where
+    the user started from (a free query, an open gap, a report section), for the event."""
+    with transaction.atomic():
+        locked = Research.objects.select_for_update(no_key=True).get(pk=research.pk)
+        if locked.status != ResearchStatus.COMPLETED:
+            raise QueryConflict(f"research is {locked.status}: dig deeper once it has completed")
+        if locked.stop_reason:
+            raise QueryConflict(f"research was stopped ({locked.stop_reason}) and cannot run again")
+        breadth, depth = locked.breadth or 1, locked.depth or 1
+        top = SerpQuery.objects.filter(research_id=locked.pk, depth=1)
+        last = top.aggregate(position=Max("position"), round=Max("round"))
+        reported = Document.objects.filter(
+            research_id=locked.pk, kind=DocumentKind.REPORT, version=locked.report_version
+        ).exists()
+        transitions.run_branch_again(
+            locked.pk, 1 + descendants(breadth, depth, 1), [ResearchStatus.COMPLETED], next_version=reported
+        )
+        branch = SerpQuery.objects.create(
+            research_id=locked.pk,
+            depth=1,
+            position=(last["position"] if last["position"] is not None else -1) + 1,
+            # A user's branch counts as a round of its own, after the rounds the research added itself.
+            round=max(last["round"] or 0, locked.gap_rounds or 0) + 1,
+            query=query,
+            objective=objective,
+            claimed_at=timezone.now(),
+            claimed_by=QUEUED,  # handed on to its search
+        )
+        record_event(
+            locked.pk,
+            EventType.BRANCH_ADDED,
+            {"query_id": branch.pk, "query": query, "round": branch.round, **source},
+        )
+        dispatch.SEARCH.each_on_commit([branch.pk], locked.pk)
+    return branch
+
+
+def open_gap(research: Research, gap_id: int) -> str:
+    """The text of one of the research's open gaps (its memory), for a branch that looks into it."""
+    text = (
+        MemoryItem.objects.filter(pk=gap_id, research_id=research.pk, kind=MemoryKind.GAP)
+        .values_list("text", flat=True)
+        .first()
+    )
+    if text is None:
+        raise QueryNotFound("no such open gap in this research", "gap_id")
+    return text
 
 
 def _query(research: Research, query_id: int) -> SerpQuery:

@@ -66,7 +66,7 @@ from research.types import ResearchId
 DELTA_VERSION = 1
 
 # Fields the progress counts need from every query (the pruned subtrees follow parents, positions and decisions).
-_PROGRESS_FIELDS = ("id", "parent_id", "depth", "position", "retries", "status", "decision")
+_PROGRESS_FIELDS = ("id", "parent_id", "depth", "position", "retries", "round", "status", "decision")
 _QUERY_ORDER = ("depth", "parent_id", "position", "id")
 
 

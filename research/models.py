@@ -23,13 +23,20 @@ class ResearchStatus(models.TextChoices):
     AWAITING_ANSWERS = "awaiting_answers"
     QUEUED = "queued"
     RUNNING = "running"
+    # Its top-level queries are planned and wait for its user to edit and approve them ("review_plan").
+    AWAITING_REVIEW = "awaiting_review"
     REPORTING = "reporting"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
 
-ACTIVE_STATUSES = (ResearchStatus.QUEUED, ResearchStatus.RUNNING, ResearchStatus.REPORTING)
+ACTIVE_STATUSES = (
+    ResearchStatus.QUEUED,
+    ResearchStatus.RUNNING,
+    ResearchStatus.AWAITING_REVIEW,
+    ResearchStatus.REPORTING,
+)
 FINISHED_STATUSES = (ResearchStatus.COMPLETED, ResearchStatus.FAILED, ResearchStatus.CANCELLED)
 
 
@@ -45,6 +52,8 @@ class Research(models.Model):
     title = models.CharField(max_length=200)
     # Set by a rename: the title is then the user's, and a report written later does not replace it with its own.
     title_from_user = models.BooleanField(default=False)
+    # The research waits for its user to review its top-level queries before it searches (awaiting_review).
+    review_plan = models.BooleanField(default=False)
     status = models.CharField(max_length=20, choices=ResearchStatus.choices, default=ResearchStatus.DRAFT)
     num_questions = models.PositiveSmallIntegerField(default=0)
     breadth = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -369,6 +378,11 @@ class EventType(models.TextChoices):
     BUDGET_REACHED = "budget_reached"
     QUERY_CANCELLED = "query_cancelled"
     QUERY_RETRIED = "query_retried"
+    # A user dug deeper into a completed research: a branch of their own (POST /api/research/<id>/deepen).
+    BRANCH_ADDED = "branch_added"
+    # Review the plan: the top-level queries wait for the user, who may edit them, then approves.
+    PLAN_READY = "plan_ready"
+    PLAN_APPROVED = "plan_approved"
     QUERY_EVALUATED = "query_evaluated"
     MEMORY_UPDATED = "memory_updated"
     RESEARCH_EVALUATED = "research_evaluated"

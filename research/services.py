@@ -116,12 +116,14 @@ def start_research(
     min_depth: Any = None,
     quality_threshold: Any = None,
     report_length: Any = None,
+    review_plan: Any = None,
 ) -> None:
     """Store the answers (None: keep those stored) and queue the research, within its owner's cap.
 
     `budget` is the request's {"seconds", "tokens", "usd"} (each optional; the defaults fill in the rest).
     `mode` is "fixed" (default) or "adaptive"; `min_depth` and `quality_threshold` apply to adaptive mode only.
-    `report_length` is one of REPORT_LENGTHS or a number of words (default "standard").
+    `report_length` is one of REPORT_LENGTHS or a number of words (default "standard"). `review_plan` (true or
+    false, default false): the research waits for its user to review its top-level queries (research/plan_review.py).
     """
     check_startable(research)
     if not 1 <= breadth <= settings.MAX_BREADTH:
@@ -131,6 +133,8 @@ def start_research(
     mode, min_depth, quality_threshold = research_mode(mode, min_depth, quality_threshold, depth)
     limits = _budget(budget)
     words = report_words(report_length)
+    if review_plan is not None and not isinstance(review_plan, bool):
+        raise InvalidInput("must be true or false", "review_plan")
     with transaction.atomic():
         # Lock the owner's row so two starts at once cannot both slip under the cap.
         get_user_model().objects.select_for_update().filter(pk=research.owner_id).first()
@@ -154,6 +158,7 @@ def start_research(
             min_depth=min_depth,
             quality_threshold=quality_threshold,
             report_words=words,
+            review_plan=bool(review_plan),
         ):
             raise NotStartable("research was started already", "research_id")
         dispatch.START.on_commit(str(research.pk))

@@ -30,7 +30,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import descendants, gap_round_queries, total_queries
+from research.planning import descendants, gap_round_queries
 from research.types import ResearchId
 from research.usage import research_cost
 
@@ -196,6 +196,7 @@ def research_state(research: Research) -> dict[str, Any]:
         "stop_reason": research.stop_reason,
         "report_version": research.report_version,
         "report_words": research.report_words,
+        "review_plan": research.review_plan,
         "usage": {
             "prompt_tokens": research.prompt_tokens,
             "completion_tokens": research.completion_tokens,
@@ -256,15 +257,21 @@ def memory_state(row: dict[str, Any]) -> dict[str, Any]:
 def progress(
     research: Research, query_rows: list[dict[str, Any]], website_statuses: Counter[str], extract_count: int
 ) -> dict[str, int]:
-    """Counts for the progress bar. `query_rows` need id, parent_id, depth, position, retries, status and decision;
-    `website_statuses` counts the research's websites by status."""
+    """Counts for the progress bar. `query_rows` need id, parent_id, depth, position, retries, round, status and
+    decision; `website_statuses` counts the research's websites by status."""
     planned = 0
     if research.breadth and research.depth:
         # Each gap-filling round (adaptive mode) adds depth-1 branches, each with its whole subtree.
         per_round = gap_round_queries(research.breadth) * (1 + descendants(research.breadth, research.depth, 1))
+        per_branch = 1 + descendants(research.breadth, research.depth, 1)
+        # The top-level queries as planned (breadth of them; a reviewed plan may hold another number), then a branch
+        # its user added to the finished research (dig deeper): a round of its own, after the gap rounds.
+        top = sum(1 for row in query_rows if row["depth"] == 1 and row["round"] == 0) or research.breadth
+        added = sum(1 for row in query_rows if row["depth"] == 1 and row["round"] > (research.gap_rounds or 0))
         planned = (
-            total_queries(research.breadth, research.depth)
+            top * per_branch
             + (research.gap_rounds or 0) * per_round
+            + added * per_branch
             - _pruned(research, query_rows)
         )
     return {

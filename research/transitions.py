@@ -100,6 +100,30 @@ def start(research_id: ResearchId, planned: int) -> bool:
     )
 
 
+def await_review(research_id: ResearchId) -> bool:
+    """running → awaiting_review, once the top-level queries are planned: nothing searches until the user approves
+    the plan, and no step holds the row meanwhile."""
+    return bool(
+        _research(research_id, status=ResearchStatus.RUNNING, stop_reason="").update(
+            status=ResearchStatus.AWAITING_REVIEW, claimed_at=None, claimed_by="", attempts=0
+        )
+    )
+
+
+def replan(research_id: ResearchId, planned: int) -> bool:
+    """The user edited the plan under review: `planned` queries in the tree it now makes."""
+    return bool(_research(research_id, status=ResearchStatus.AWAITING_REVIEW).update(pending_queries=planned))
+
+
+def approve_plan(research_id: ResearchId) -> bool:
+    """awaiting_review → running: the searches start, and its time budget counts from now."""
+    return bool(
+        _research(research_id, status=ResearchStatus.AWAITING_REVIEW).update(
+            status=ResearchStatus.RUNNING, started_at=timezone.now()
+        )
+    )
+
+
 def start_reporting(research_id: ResearchId, holder: str) -> bool:
     """running → reporting, once every query is counted off: one report version, claimed once."""
     return bool(

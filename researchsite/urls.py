@@ -27,6 +27,9 @@ api_patterns = [
     path("research/<str:research_id>/report", api.report_found, name="research-report-found"),
     path("research/<str:research_id>/queries/<int:query_id>/cancel", api.query_cancel, name="query-cancel"),
     path("research/<str:research_id>/queries/<int:query_id>/retry", api.query_retry, name="query-retry"),
+    path("research/<str:research_id>/deepen", api.deepen, name="deepen"),
+    path("research/<str:research_id>/plan", api.plan, name="plan"),
+    path("research/<str:research_id>/plan/approve", api.plan_approve, name="plan-approve"),
 ]
 
 urlpatterns = [

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from research import branches, quotas, services
+from research import branches, plan_review, quotas, services
 from research.collection import public_links
 from research.models import (
     Document,
@@ -63,6 +63,7 @@ SERVICE_ERROR_STATUS = {
     quotas.Throttled: 429,
     branches.QueryNotFound: 404,
     branches.QueryConflict: 409,
+    plan_review.NotUnderReview: 409,
 }
 
 
@@ -155,7 +156,7 @@ def start(request: HttpRequest) -> HttpResponse:
     budget = data.get("budget")  # checked by the service (research/budgets.py)
     # Checked by the service too (research/services.py research_mode, report_words): an unknown mode, adaptive
     # settings out of range or given in fixed mode, or an unknown report length are refused with the field's name.
-    options = {key: data.get(key) for key in ("mode", "min_depth", "quality_threshold", "report_length")}
+    options = {key: data.get(key) for key in ("mode", "min_depth", "quality_threshold", "report_length", "review_plan")}
     if data.get("research_id") is not None:
         research = own_research(request, data["research_id"])
         services.check_startable(research)  # before the answers: a draft has no questions to answer yet
@@ -328,6 +329,64 @@ def query_retry(request: HttpRequest, research_id: str, query_id: int) -> HttpRe
     research = own_research(request, research_id)
     query = branches.retry_query(research, query_id)
     return JsonResponse({"query_id": query.pk, "status": query.status, "retries": query.retries}, status=202)
+
+
+@api_view("POST")
+@quotas.spends_money
+def deepen(request: HttpRequest, research_id: str) -> HttpResponse:
+    """Dig deeper into a completed research: {"query", "objective"} (objective optional), or {"gap_id"} for one
+    of its open gaps, optionally with {"section"} (the report section the user started from)."""
+    research = own_research(request, research_id)
+    body = json_body(request)
+    unknown = set(body) - {"query", "objective", "gap_id", "section"}
+    if unknown:
+        raise ApiError(400, f"unknown field: {sorted(unknown)[0]}", sorted(unknown)[0])
+    source: dict[str, Any] = {"by": "user"}
+    if "gap_id" in body:
+        if "query" in body:
+            raise ApiError(400, "give a query or a gap_id, not both", "gap_id")
+        gap_id = int_field(body, "gap_id", 1, MAX_SEQ)
+        gap = branches.open_gap(research, gap_id)
+        query = gap[: branches.MAX_BRANCH_QUERY_CHARS]
+        objective = f"Answer the open question the research left: {gap}"[: branches.MAX_BRANCH_OBJECTIVE_CHARS]
+        source["gap_id"] = gap_id
+    else:
+        query = text_field(body, "query", branches.MAX_BRANCH_QUERY_CHARS)
+        objective = text_field(body, "objective", branches.MAX_BRANCH_OBJECTIVE_CHARS, required=False) or query
+    if "section" in body:
+        source["section"] = text_field(body, "section", 200)
+    branch = branches.deepen(research, query, objective, source)
+    return JsonResponse({"query_id": branch.pk, "round": branch.round}, status=202)
+
+
+# --- Review the plan: edit the top-level queries of a research awaiting review, then approve (research/plan_review.py)
+
+
+@api_view("PUT")
+def plan(request: HttpRequest, research_id: str) -> HttpResponse:
+    """Replace the plan under review: {"queries": [{"query", "objective"}, ...]} (objective optional)."""
+    research = own_research(request, research_id)
+    body = json_body(request)
+    unknown = set(body) - {"queries"}
+    if unknown:
+        raise ApiError(400, f"unknown field: {sorted(unknown)[0]}", sorted(unknown)[0])
+    items = list_field(body, "queries", 2 * settings.MAX_BREADTH)
+    planned = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or set(item) - {"query", "objective"}:
+            raise ApiError(400, f"query {index + 1} must be an object with query and objective", "queries")
+        query = text_field(item, "query", plan_review.MAX_QUERY_CHARS)
+        objective = text_field(item, "objective", plan_review.MAX_OBJECTIVE_CHARS, required=False) or query
+        planned.append(plan_review.PlannedQuery(query, objective))
+    created = plan_review.edit_plan(research, planned)
+    return JsonResponse({"queries": [{"id": q.pk, "query": q.query, "objective": q.objective} for q in created]})
+
+
+@api_view("POST")
+def plan_approve(request: HttpRequest, research_id: str) -> HttpResponse:
+    research = own_research(request, research_id)
+    plan_review.approve_plan(research)
+    return JsonResponse({"research_id": str(research.pk), "status": ResearchStatus.RUNNING}, status=202)
 
 
 def _version(documents: QuerySet, request: HttpRequest) -> QuerySet:

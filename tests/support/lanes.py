@@ -30,8 +30,9 @@ TESTS = Path(__file__).resolve().parent.parent
 BROWSER = TESTS / "browser"
 PROCESS_CLASSES: tuple[type, ...] = (WorkerPool, DaphneServer, Beat, PrivateRedis, PrivatePostgres)
 PROCESS_SCRIPTS = frozenset({"scripts/demo.py"})  # run as a subprocess, it starts daphne, a worker and beat
-# Whole modules of fault injection; tests elsewhere join the lane by calling one of FAULT_CALLS.
-FAULT_MODULES = frozenset({"test_faults.py", "test_daphne_restart.py"})
+# Whole modules of fault injection (test_limits.py: servers that hang or trickle, rows locked for long, each test
+# waiting out a deadline); tests elsewhere join the lane by calling one of FAULT_CALLS.
+FAULT_MODULES = frozenset({"test_faults.py", "test_daphne_restart.py", "test_limits.py"})
 FAULT_CALLS = frozenset({"kill", "restart"})  # WorkerPool.kill, PrivatePostgres.restart, a daphne's restart
 DATABASE_FIXTURES = frozenset(
     {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}

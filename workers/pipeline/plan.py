@@ -138,6 +138,11 @@ def _store(research: Research, parent: SerpQuery | None, planned: list, depth: i
                     "objective": query.objective,
                 },
             )
+        if parent is None and research.review_plan:
+            # Its user reviews the top-level queries first: their searches are queued when the plan is approved.
+            transitions.await_review(research.pk)
+            record_event(research.pk, EventType.PLAN_READY, {"queries": len(created)})
+            return
         dispatch.SEARCH.each_on_commit([query.pk for query in created], research.pk)
 
 

@@ -21,7 +21,7 @@ export function totalQueries(breadth, depth) {
   return queriesPerLevel(breadth, depth).reduce((sum, n) => sum + n, 0);
 }
 
-export const ACTIVE_STATUSES = new Set(["queued", "running", "reporting"]);
+export const ACTIVE_STATUSES = new Set(["queued", "running", "awaiting_review", "reporting"]);
 export const FINISHED_STATUSES = new Set(["completed", "failed", "cancelled"]);
 
 export const STATUS_LABELS = {
@@ -29,6 +29,7 @@ export const STATUS_LABELS = {
   awaiting_answers: "Not started",
   queued: "Queued",
   running: "Researching",
+  awaiting_review: "Waiting for your review",
   reporting: "Writing report",
   completed: "Completed",
   failed: "Failed",
@@ -204,6 +205,12 @@ export function describeEvent(event, page = shortUrl) {
       return { tone: "fail", text: `Branch cancelled: ${d.query ?? ""}`, detail: `${plural((d.cancelled || []).length, "query", "queries")} stopped` };
     case "query_retried":
       return { tone: "info", text: `Retrying: ${d.query ?? ""}` };
+    case "plan_ready":
+      return { tone: "info", text: `Plan ready for your review: ${plural(d.queries ?? 0, "query", "queries")}` };
+    case "plan_approved":
+      return { tone: "ok", text: `Plan approved: ${plural((d.queries || []).length, "query", "queries")}` };
+    case "branch_added":
+      return { tone: "info", text: `Digging deeper: ${d.query ?? ""}`, detail: d.section ? `From the section “${d.section}”` : d.gap_id ? "From an open question" : "" };
     case "query_evaluated":
       return {
         tone: d.decision === "stop" ? "ok" : "info",

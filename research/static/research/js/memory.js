@@ -44,8 +44,10 @@ export class MemoryPanel {
   }
 
   // `growing`: the research is under way, so the panel is shown (folded, "nothing yet") before its first item.
-  render(snapshot, growing = false) {
+  // `deepen(gapId, button)`, when given: each open question offers to dig deeper into it.
+  render(snapshot, growing = false, deepen = null) {
     this.growing = growing;
+    this.deepen = deepen;
     const memory = snapshot.memory || { insights: [], gaps: [], contradictions: [] };
     const total = SECTIONS.reduce((sum, [key]) => sum + (memory[key] || []).length, 0);
     show(this.container, total > 0 || growing);
@@ -79,7 +81,17 @@ export class MemoryPanel {
           const sources = known.length
             ? h("span", { class: "memory-sources" }, ...known.flatMap((id, index) => (index ? [" ", cite(id)] : [cite(id)])))
             : null;
-          return h("li", { class: "memory-item", dataset: { memoryId: String(item.id) } }, h("span", { text: item.text }), " ", sources);
+          const dig =
+            key === "gaps" && deepen
+              ? h("button", {
+                  type: "button",
+                  class: "button button-small memory-deepen",
+                  text: "Dig deeper",
+                  "aria-label": `Dig deeper: ${item.text}`,
+                  onclick: (event) => deepen(item.id, event.currentTarget),
+                })
+              : null;
+          return h("li", { class: "memory-item", dataset: { memoryId: String(item.id) } }, h("span", { text: item.text }), " ", sources, dig ? " " : null, dig);
         }),
       );
       const more =
@@ -90,7 +102,7 @@ export class MemoryPanel {
               text: `Show all ${matching.length}`,
               onclick: () => {
                 this.expanded.add(key);
-                this.render(snapshot, this.growing);
+                this.render(snapshot, this.growing, this.deepen);
               },
             })
           : null;
@@ -108,7 +120,7 @@ export class MemoryPanel {
     search.addEventListener("input", () => {
       this.filter = search.value;
       const at = search.selectionStart;
-      this.render(snapshot, this.growing);
+      this.render(snapshot, this.growing, this.deepen);
       const again = this.container.querySelector(".memory-filter");
       again.focus();
       again.setSelectionRange(at, at);

@@ -14,7 +14,9 @@ import {
 } from "./lib.js";
 import { queryActions, renderReportVersions, updateQueryActions } from "./branches.js";
 import { ResearchFeed } from "./live.js";
+import { DeepenPanel } from "./deepen.js";
 import { MemoryPanel } from "./memory.js";
+import { PlanReview } from "./plan-review.js";
 import { ReportGrowth } from "./report-growth.js";
 import { coverageText } from "./coverage.js";
 
@@ -89,6 +91,8 @@ export class ResearchView {
     $("#rename-cancel").addEventListener("click", () => this.endRename());
     this.el.delete.addEventListener("click", () => this.delete());
     this.memory = new MemoryPanel($("#memory"));
+    this.deepen = new DeepenPanel($("#deepen"), this);
+    this.planReview = new PlanReview($("#plan-review"), this);
     this.feed = null;
     this.id = null;
     window.setInterval(() => this.tick(), 1000);
@@ -107,6 +111,8 @@ export class ResearchView {
     this.eventsShown = EVENTS_SHOWN;
     this.pageTitles = new Map(); // website URL → its title, to name pages in the events
     this.memory.reset();
+    this.deepen.reset();
+    this.planReview.reset();
     this.documents = { report: null, error: null };
     this.tabChosen = false;
     this.currentTab = null;
@@ -204,8 +210,10 @@ export class ResearchView {
     this.renderTree(snapshot.queries);
     this.renderActions(r, snapshot);
     this.renderDocuments(snapshot);
+    this.planReview.render(snapshot);
     // While a research runs its memory grows: the panel holds its place from the start, so nothing below jumps.
-    this.memory.render(snapshot, ACTIVE_STATUSES.has(r.status));
+    const dig = DeepenPanel.allowed(snapshot) ? (gapId, button) => this.deepen.fromGap(gapId, button) : null;
+    this.memory.render(snapshot, ACTIVE_STATUSES.has(r.status), dig);
     if (this.lastStatus !== r.status) this.onStatus(r);
     this.lastStatus = r.status;
     this.tick();
@@ -290,6 +298,7 @@ export class ResearchView {
     show(this.tabs.error.tab, Boolean(snapshot.error_output));
     this.loadDocument("report", snapshot.report, `/api/research/${r.id}/report.html`, this.el.reportBody);
     renderReportVersions(this.el.reportVersions, snapshot);
+    this.deepen.render(snapshot);
     this.renderOffTopic(snapshot.report);
     // The coverage is the current version's: a retried research's older report is not what it counts.
     const current = Boolean(snapshot.report) && snapshot.report.version === r.report_version;

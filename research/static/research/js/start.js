@@ -250,6 +250,7 @@ export class StartFlow {
         depth,
         ...mode.fields,
         report_length: length.value,
+        review_plan: this.answersForm.querySelector("#review-plan").checked,
       };
       if (budget) body.budget = budget;
       const answer = await api("/api/research/start", { method: "POST", body });
