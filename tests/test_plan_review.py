@@ -23,6 +23,14 @@ def approve(client, research_id):
     return client.post(f"/api/research/{research_id}/plan/approve")
 
 
+def wait_for_review(research_id: str) -> None:
+    wait_until(
+        lambda: Research.objects.get(pk=research_id).status == ResearchStatus.AWAITING_REVIEW,
+        timeout=60,
+        message="the plan under review",
+    )
+
+
 def under_review(user, breadth: int = 3, depth: int = 2) -> Research:
     research = running_research(user, breadth, depth)
     for position in range(breadth):
@@ -70,11 +78,7 @@ def test_the_reviewed_plan_is_what_runs(api, workers, research_model) -> None:
     # given a 3x2 research started with review_plan
     research_id = start_research(api, 3, 2, review_plan=True)
     # then it waits once its three top-level queries are planned, with nothing searched
-    wait_until(
-        lambda: Research.objects.get(pk=research_id).status == ResearchStatus.AWAITING_REVIEW,
-        timeout=60,
-        message="the plan under review",
-    )
+    wait_for_review(research_id)
     planned = list(SerpQuery.objects.filter(research_id=research_id).order_by("position"))
     assert [q.depth for q in planned] == [1, 1, 1]
     assert not Website.objects.filter(research_id=research_id).exists()
@@ -104,11 +108,7 @@ def test_the_reviewed_plan_is_what_runs(api, workers, research_model) -> None:
 
 def test_a_plan_under_review_can_be_cancelled(api, workers, research_model) -> None:
     research_id = start_research(api, 2, 1, review_plan=True)
-    wait_until(
-        lambda: Research.objects.get(pk=research_id).status == ResearchStatus.AWAITING_REVIEW,
-        timeout=60,
-        message="the plan under review",
-    )
+    wait_for_review(research_id)
     assert api.post(f"/api/research/{research_id}/cancel").status_code == 200
     assert Research.objects.get(pk=research_id).status == ResearchStatus.CANCELLED
     assert approve(api, research_id).status_code == 409
