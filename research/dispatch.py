@@ -42,6 +42,12 @@ class StepRef(Generic[P]):
         _positional_only(kwargs)
         queue_on_commit(self.name, *args)
 
+    def at_priority(self, priority: int, *args: P.args, **kwargs: P.kwargs) -> None:
+        """Publish the step now at `priority` (lower runs first): the sweeper re-queues a research's searches,
+        fetches, analyses and sections at the priority its backlog gives, as `each_on_commit` first queued them."""
+        _positional_only(kwargs)
+        queue(self.name, *args, priority=priority)
+
     def each_on_commit(self: StepRef[[int]], ids: Iterable[int], research_id: ResearchId) -> None:
         """One step per row id of the research's tree, published on commit at the research's backlog priority."""
         queue_each_on_commit(self.name, ids, research_id)

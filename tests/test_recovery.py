@@ -389,3 +389,32 @@ def test_backlog_counts_only_steps_waiting_in_the_queue_and_sets_the_priority(ru
     # then the backlog is the three waiting steps, and a short backlog goes first, a long one last
     assert waiting_steps(running.pk) == 3
     assert [step_priority(n) for n in (0, 7, 8, 31, 32, 127, 128, 10_000)] == [0, 0, 3, 3, 6, 6, 9, 9]
+
+
+def test_the_sweeper_requeues_a_long_backlog_at_its_low_priority_and_a_short_one_first(
+    user, running, settings, monkeypatch
+) -> None:
+    from celery import Task
+
+    # given a large research with 130 websites waiting past the grace, and a small one with one lapsed search
+    settings.QUEUE_GRACE_SECONDS = 4
+    sent: list[tuple[str, object]] = []
+    monkeypatch.setattr(Task, "apply_async", lambda task, args=None, kwargs=None, **o: sent.append((task.name, o)))
+    query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
+    Website.objects.bulk_create(
+        Website(research=running, query=query, position=i, url=f"https://x{i}.example/", claimed_by="queued")
+        for i in range(130)
+    )
+    Website.objects.filter(research=running).update(created_at=ago(10), claimed_at=ago(10))
+    SerpQuery.objects.filter(pk=query.pk).update(status=QueryStatus.SCRAPING, claimed_at=ago(1))
+    small = running_research(user, breadth=1, depth=1)
+    SerpQuery.objects.create(
+        research=small, depth=1, position=0, query="s", objective="o", claimed_by="queued", claimed_at=ago(10)
+    )
+    # when one sweep re-queues them
+    done = sweep()
+    # then the small research's search goes at the top priority and before the 130 scrapes, which go at the lowest
+    assert done == {"query": 1, "scrape": 130}
+    assert sent[0] == ("workers.tasks.run_query_task", {"priority": 0})
+    assert {options["priority"] for name, options in sent[1:]} == {9}
+    assert len(sent) == 131

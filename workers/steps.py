@@ -155,8 +155,8 @@ def route(name: str, args: Any = None, kwargs: Any = None, options: Any = None, 
 
 def sweep() -> dict[str, int]:
     """One sweep (workers/pipeline/recovery.py) over every step of the registry, in its order, but the per-website
-    steps last. The steps it re-queues go to the queues at the same priority, first in first out: a research's few
-    planning, search, review and report steps must not wait behind the hundreds of scrapes and analyses a sweep can
-    re-queue for a large research (a small research beside a large one then waited 35 s instead of 3)."""
+    steps last. A research's searches, fetches, analyses and sections go back at its backlog's priority; its few
+    planning, review and report steps at the top one, and first: they must not wait behind the hundreds of scrapes
+    and analyses a sweep can re-queue for a large research."""
     ordered = sorted(REGISTRY.values(), key=lambda step: step.per_website)
     return recovery.sweep(find for step in ordered for find in step.lapsed)

@@ -14,7 +14,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -57,6 +57,15 @@ class Sweep:
     queue_cutoff: datetime  # a step waiting in the queue since before this may have lost its message
     done: Counter
     broker_idle: bool = False
+    priorities: dict[Any, int] = field(default_factory=dict)
+
+    def priority(self, research_id: Any) -> int:
+        """The priority a research's backlog gives its tree steps, counted once per sweep. A re-queued step goes
+        back at the priority it was first queued at: at the top priority, the hundreds of steps a large research
+        has waiting past QUEUE_GRACE_SECONDS would all run before a small research's few."""
+        if research_id not in self.priorities:
+            self.priorities[research_id] = dispatch.step_priority(dispatch.waiting_steps(research_id))
+        return self.priorities[research_id]
 
     def due(self) -> Q:
         """Rows whose step must run again: held by a worker that stopped renewing its lease, or waiting in the
@@ -310,7 +319,7 @@ def lapsed_sections(state: Sweep) -> None:
             section,
             "section",
             partial(report.section_failed, section.pk),
-            partial(dispatch.SECTION.now, section.pk),
+            partial(dispatch.SECTION.at_priority, state.priority(section.research_id), section.pk),
             f"section “{section.title}” not written after {section.attempts} attempts",
             status__in=unwritten,
         )
@@ -324,7 +333,7 @@ def lapsed_searches(state: Sweep) -> None:
             query,
             "query",
             partial(search.search_failed, query.pk),
-            partial(dispatch.SEARCH.now, query.pk),
+            partial(dispatch.SEARCH.at_priority, state.priority(query.research_id), query.pk),
             f"no search result after {query.attempts} attempts",
             status__in=searching,
         )
@@ -391,7 +400,7 @@ def _websites(
             website,
             kind,
             partial(fail, website.pk),
-            partial(step.now, website.pk),
+            partial(step.at_priority, state.priority(website.research_id), website.pk),
             f"abandoned after {website.attempts} attempts",
             failed_kind="website_failed",
             status=website.status,
