@@ -1,6 +1,6 @@
 """The reference implementation of applying a delta: what a client does with a push.
 
-It follows the rules of research/schemas/delta.v1.json, as the page's research/static/research/js/state.js does;
+It follows the rules of research/schemas/delta.v2.json, as the page's research/static/research/js/state.js does;
 the tests (tests/support/deltas.py, tests/test_deltas.py) and the snapshot benchmark (bench/snapshots.py) check
 with it that the pushes add up to the snapshot. A test and benchmark tool, not production code: the server only
 builds deltas (research/delta.py).
@@ -26,6 +26,7 @@ def apply_delta(state: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str
             raise DeltaMismatch("a delta on a state this client does not have")
         state = {
             "questions": [],
+            "conversation": [],
             "queries": [],
             "memory": {section: [] for section in MEMORY_SECTIONS.values()},
             "report": None,
@@ -38,7 +39,7 @@ def apply_delta(state: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str
     new["research"] = delta["research"]
     new["progress"] = delta["progress"]
     new["coverage"] = delta["coverage"]
-    for key in ("questions", "report", "report_versions", "error_output"):
+    for key in ("questions", "conversation", "report", "report_versions", "error_output"):
         if key in delta:
             new[key] = delta[key]
     if "queries" in delta:

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from research.models import (
+    AskedQuestion,
     CollectionDocument,
     Document,
     Event,
@@ -39,6 +40,14 @@ class ReadOnlyInline(admin.TabularInline):
 class QuestionInline(ReadOnlyInline):
     model = FollowUpQuestion
     fields = ("position", "question", "answer")
+    readonly_fields = fields
+
+
+class ConversationInline(ReadOnlyInline):
+    """The questions asked of the completed research, and how each answer went."""
+
+    model = AskedQuestion
+    fields = ("position", "question", "status", "sources_answer", "error", "created_at")
     readonly_fields = fields
 
 
@@ -99,7 +108,7 @@ class ResearchAdmin(admin.ModelAdmin):
         "finished_at",
     )
     date_hierarchy = "created_at"
-    inlines = [QuestionInline, QueryInline, MemoryInline]
+    inlines = [QuestionInline, QueryInline, MemoryInline, ConversationInline]
 
     @admin.display(description="cost", ordering="cost_usd")
     def cost(self, research: Research) -> str:
@@ -166,6 +175,17 @@ class FollowUpQuestionAdmin(admin.ModelAdmin):
     list_display = ("question", "research", "position")
     search_fields = ("question", "answer")
     raw_id_fields = ("research",)
+
+
+@admin.register(AskedQuestion)
+class AskedQuestionAdmin(admin.ModelAdmin):
+    """Questions are asked through the API and answered by a worker: read-only here, to find a failed answer."""
+
+    list_display = ("question", "research", "status", "sources_answer", "created_at")
+    list_filter = ("status", "sources_answer")
+    search_fields = ("question", "answer", "error")
+    raw_id_fields = ("research",)
+    readonly_fields = [field.name for field in AskedQuestion._meta.fields]
 
 
 @admin.register(Document)

@@ -11,7 +11,7 @@ the next push loads the rows whose `xmin` is at or above it. A few rows committe
 change can be missed, and nothing has to be written to mark a row as changed. On SQLite (the embedded mode) every
 delta carries every row: correct, only larger.
 
-The shape is published in research/schemas/delta.v1.json; the live page applies one in
+The shape is published in research/schemas/delta.v2.json; the live page applies one in
 research/static/research/js/state.js, and the tests hold a reference implementation of the same rules
 (`apply_delta` in devtools/deltas.py) to check it against the snapshot.
 """
@@ -31,6 +31,7 @@ from django.db.models.fields.json import KeyTransform
 from research import database
 from research.coverage import coverage
 from research.models import (
+    AskedQuestion,
     Document,
     DocumentKind,
     Event,
@@ -53,6 +54,7 @@ from research.snapshot import (
     WEBSITE_FIELDS,
     build_snapshot,
     consistent_view,
+    conversation,
     documents,
     event_payload,
     memory_state,
@@ -63,7 +65,7 @@ from research.snapshot import (
 )
 from research.types import ResearchId
 
-DELTA_VERSION = 1
+DELTA_VERSION = 2
 
 # Fields the progress counts need from every query (the pruned subtrees follow parents, positions and decisions).
 _PROGRESS_FIELDS = ("id", "parent_id", "depth", "position", "retries", "round", "status", "decision")
@@ -129,6 +131,8 @@ def build_delta(research_id: ResearchId, since: Since | None) -> dict[str, Any]:
     query_rows = list(
         SerpQuery.objects.filter(research_id=research.pk).order_by(*_QUERY_ORDER).values(*_PROGRESS_FIELDS)
     )
+    if changed["conversation"]:
+        delta["conversation"] = conversation(research.pk)
     if changed["queries"]:
         rows = SerpQuery.objects.filter(pk__in=changed["queries"]).order_by(*_QUERY_ORDER)
         delta["queries"] = {
@@ -184,6 +188,7 @@ _PROBES = {
     "memory": (MemoryItem, "id"),
     "documents": (Document, "id"),
     "sections": (ReportSection, "id"),
+    "conversation": (AskedQuestion, "id"),
 }
 
 

@@ -72,6 +72,8 @@ REPORT: StepRef[[str]] = StepRef("workers.tasks.write_report_task")
 # The report's sections, each a step of its own on the normal queue, and their assembly once all are written.
 SECTION: StepRef[[int]] = StepRef("workers.tasks.write_section_task")
 ASSEMBLE: StepRef[[str]] = StepRef("workers.tasks.assemble_report_task")
+# A question asked of a completed research (its AskedQuestion row), answered from what the research stored.
+ANSWER: StepRef[[int]] = StepRef("workers.tasks.answer_question_task")
 
 # `claimed_by` of a row handed on to its step's task (by the step before it, or by the sweeper); with the empty
 # value of a row never claimed, these mark a step waiting in the queue: no worker holds it yet.

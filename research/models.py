@@ -359,6 +359,45 @@ class ReportSection(models.Model):
         return f"section {self.position} of {self.research_id} v{self.version}"
 
 
+class AnswerStatus(models.TextChoices):
+    PENDING = "pending"
+    WRITING = "writing"
+    ANSWERED = "answered"
+    FAILED = "failed"
+
+
+class AskedQuestion(models.Model):
+    """A question a user asked of a completed research, and its answer: written by a worker from the research's
+    own findings and stored page text, every sentence cited and checked as the report's are."""
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="conversation")
+    position = models.PositiveIntegerField()
+    question = models.TextField()
+    status = models.CharField(max_length=20, choices=AnswerStatus.choices, default=AnswerStatus.PENDING)
+    answer = models.TextField(blank=True, help_text="The answer as markdown, with its citations and sources")
+    # Whether the sources answer the question (None until answered); when they do not, a query to dig deeper with.
+    sources_answer = models.BooleanField(null=True, blank=True)
+    suggested_query = models.CharField(max_length=300, blank=True)
+    stats = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    # Lease, as for the report's sections: the sweeper re-queues an answer whose lease ran out.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["research", "position"]
+        constraints = [
+            _status_check("asked_question_status_valid", AnswerStatus),
+            models.UniqueConstraint(fields=["research", "position"], name="asked_question_position_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.question
+
+
 class EventType(models.TextChoices):
     GENERATING_FOLLOWUPS = "generating_followups"
     FOLLOWUPS_GENERATED = "followups_generated"
@@ -387,6 +426,9 @@ class EventType(models.TextChoices):
     MEMORY_UPDATED = "memory_updated"
     RESEARCH_EVALUATED = "research_evaluated"
     REPORT_REQUESTED = "report_requested"
+    # Ask: a question about a completed research (POST /api/research/<id>/ask), answered by a worker.
+    ANSWER_WRITING_START = "answer_writing_start"
+    ANSWER_WRITTEN = "answer_written"
 
 
 class Event(models.Model):
@@ -552,6 +594,6 @@ class ModelCheck(models.Model):
 
 
 # The rows a step leases (claimed_at, claimed_by, attempts): reserved for a task, handed on by the sweeper.
-StepRow: TypeAlias = Research | SerpQuery | Website | ReportSection
+StepRow: TypeAlias = Research | SerpQuery | Website | ReportSection | AskedQuestion
 # What the heartbeat renews (claimed_at): a step's row, or the page that a fetch holds.
 LeasedRow: TypeAlias = StepRow | Page

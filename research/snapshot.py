@@ -16,6 +16,7 @@ from django.db.models.fields.json import KeyTransform
 from research import database
 from research.coverage import coverage
 from research.models import (
+    AskedQuestion,
     Document,
     DocumentKind,
     Event,
@@ -34,7 +35,7 @@ from research.planning import descendants, gap_round_queries
 from research.types import ResearchId
 from research.usage import research_cost
 
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -53,8 +54,8 @@ def research_summary(research: Research) -> dict[str, Any]:
 
 
 def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
-    """Load the research, its questions, queries, websites, extracts, memory, documents and report sections: eight
-    queries in all (the coverage is counted from what they load)."""
+    """Load the research, its questions, queries, websites, extracts, memory, documents, report sections and
+    conversation: nine queries in all (the coverage is counted from what they load)."""
     research = Research.objects.get(pk=research_id)
     questions = list(
         FollowUpQuestion.objects.filter(research_id=research.pk)
@@ -89,6 +90,7 @@ def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
         "memory": _memory(research),
         **docs,
         "report_sections": [{key: section[key] for key in SECTION_FIELDS} for section in sections],
+        "conversation": conversation(research.pk),
         "progress": progress(research, query_rows, website_statuses, extract_count),
         "coverage": coverage(
             research.report_words, extract_count, len(analysed_urls), sections, report, lambda: analysed_urls
@@ -168,6 +170,15 @@ def _report_sections(research: Research) -> list[dict[str, Any]]:
         .order_by("position")
         .values(*SECTION_FIELDS, findings=KeyTransform("findings", "plan"))
     )
+
+
+CONVERSATION_FIELDS = ("id", "question", "status", "answer", "sources_answer", "suggested_query", "created_at")
+
+
+def conversation(research_id: ResearchId) -> list[dict[str, Any]]:
+    """The questions asked of the research, in order, with their answers (markdown) as they land."""
+    rows = AskedQuestion.objects.filter(research_id=research_id).order_by("position").values(*CONVERSATION_FIELDS)
+    return [{**row, "created_at": _iso(row["created_at"])} for row in rows]
 
 
 def research_state(research: Research) -> dict[str, Any]:

@@ -28,6 +28,8 @@ api_patterns = [
     path("research/<str:research_id>/queries/<int:query_id>/cancel", api.query_cancel, name="query-cancel"),
     path("research/<str:research_id>/queries/<int:query_id>/retry", api.query_retry, name="query-retry"),
     path("research/<str:research_id>/deepen", api.deepen, name="deepen"),
+    path("research/<str:research_id>/ask", api.ask_question, name="ask"),
+    path("research/<str:research_id>/conversation/<int:question_id>.html", api.answer_html, name="answer-html"),
     path("research/<str:research_id>/plan", api.plan, name="plan"),
     path("research/<str:research_id>/plan/approve", api.plan_approve, name="plan-approve"),
 ]

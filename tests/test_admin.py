@@ -8,7 +8,17 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.utils.timezone import now
 
-from research.models import CollectionDocument, Event, LlmCall, MemoryItem, ModelCheck, Page, Research, Website
+from research.models import (
+    AskedQuestion,
+    CollectionDocument,
+    Event,
+    LlmCall,
+    MemoryItem,
+    ModelCheck,
+    Page,
+    Research,
+    Website,
+)
 from tests.support.factories import build_tree
 
 pytestmark = pytest.mark.django_db
@@ -21,6 +31,7 @@ def test_every_admin_page_loads(client, django_user_model) -> None:
     Event.objects.create(research=research, seq=1, type="research_started", data={})
     MemoryItem.objects.create(research=research, kind="insight", text="Insight.", key="insight", website_ids=[1])
     Group.objects.create(name="operators")
+    AskedQuestion.objects.create(research=research, position=1, question="Why?", status="failed", error="model down")
     call(research, tokens=100, usd="0.01")
     CollectionDocument.objects.create(
         path="/docs/a.md", title="A", content_type="text/markdown", text="A text.", sha256="0" * 64, indexed_at=now()

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from research import dispatch
-from research.models import ReportSection, Research, SerpQuery, StepRow, Website
-from workers.pipeline import analyze, followups, lifecycle, plan, recovery, report, review, scrape, search
+from research.models import AskedQuestion, ReportSection, Research, SerpQuery, StepRow, Website
+from workers.pipeline import analyze, ask, followups, lifecycle, plan, recovery, report, review, scrape, search
 
 # Short steps every research waits on (starting, planning, the report's outline and assembly) and the sweeper get
 # a queue of their own: a backlog of thousands of fetches and analyses cannot hold them up.
@@ -137,6 +137,14 @@ STEPS: tuple[Step, ...] = (
         report.report_failed,
         CONTROL,
         (recovery.lapsed_assembly,),
+    ),
+    Step(
+        dispatch.ANSWER,
+        ask.answer_question,
+        lambda question_id: (AskedQuestion, question_id),
+        ask.answer_failed,
+        WORK,
+        (recovery.lapsed_answers,),
     ),
 )
 

@@ -9,6 +9,8 @@
   contradiction between the first two websites when it was shown two or more, and another branch's gap answered.
 - evaluator (adaptive mode): a branch's score from `branch_score(depth, round)`, the research's from
   `research_score(rounds_done)`, both scriptable; by default a middling 6 with one gap.
+- answer writer (Ask): sentences citing the first findings it was given, with their quotes; with `answerable=False`
+  it says the sources do not answer, writes no sentence and suggests a query.
 `fabricate=True` adds a fabricated URL, source number and quote to every answer, to prove they are dropped.
 """
 
@@ -59,6 +61,8 @@ class ResearchModel:
     facts_per_page: int = 2
     # The outline's verdict on whether the findings answer the request (None: the model leaves it out).
     sources_answer: str | None = "yes"
+    # Whether the answer writer finds the question answered by the sources it is given.
+    answerable: bool = True
     # (depth, round) -> a branch's overall score; rounds done -> the research's.
     branch_score: Callable[[int, int], float] = lambda depth, round_: 6
     research_score: Callable[[int], float] = lambda rounds: 6
@@ -74,6 +78,7 @@ class ResearchModel:
         self.llm.handlers["memory_update"] = self.memory
         self.llm.handlers["branch_evaluation"] = self.branch_evaluation
         self.llm.handlers["research_evaluation"] = self.research_evaluation
+        self.llm.handlers["research_answer"] = self.answer
         return self
 
     def branch_evaluation(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
@@ -199,6 +204,16 @@ class ResearchModel:
             )
             paragraph.append({"text": "An invented source supports this.", "sources": [999], "quotes": []})
         return {"paragraphs": [paragraph], "subsections": []}
+
+    def answer(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        if not self.answerable:
+            return {"sources_answer": "no", "paragraphs": [], "suggested_query": "what the sources leave open"}
+        section = self.section(body, schema)
+        sentences = [sentence for paragraph in section["paragraphs"] for sentence in paragraph]
+        kept = [s for s in sentences if not s["sources"] or s["sources"][0] != 999][:3]
+        if self.fabricate:  # the fabricated sentences, after the real ones
+            kept += [s for s in sentences if s not in kept and ("fabricated" in s["text"] or s["sources"] == [999])]
+        return {"sources_answer": "yes" if kept else "no", "paragraphs": [kept], "suggested_query": ""}
 
     def memory(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         text = _user_text(body)

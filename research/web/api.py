@@ -13,9 +13,11 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from research import branches, plan_review, quotas, services
+from research import ask, branches, plan_review, quotas, services
 from research.collection import public_links
 from research.models import (
+    AnswerStatus,
+    AskedQuestion,
     Document,
     DocumentKind,
     Event,
@@ -64,6 +66,7 @@ SERVICE_ERROR_STATUS = {
     branches.QueryNotFound: 404,
     branches.QueryConflict: 409,
     plan_review.NotUnderReview: 409,
+    ask.NotAskable: 409,
 }
 
 
@@ -357,6 +360,37 @@ def deepen(request: HttpRequest, research_id: str) -> HttpResponse:
         source["section"] = text_field(body, "section", 200)
     branch = branches.deepen(research, query, objective, source)
     return JsonResponse({"query_id": branch.pk, "round": branch.round}, status=202)
+
+
+# --- Ask: a question about a completed research, answered by a worker from what it stored (research/ask.py) ---
+
+
+@api_view("POST")
+@quotas.spends_money
+def ask_question(request: HttpRequest, research_id: str) -> HttpResponse:
+    """{"question": str} (1 to 2,000 characters): 202 {"id"}; the answer arrives in the snapshot's conversation."""
+    research = own_research(request, research_id)
+    body = json_body(request)
+    unknown = set(body) - {"question"}
+    if unknown:
+        raise ApiError(400, f"unknown field: {sorted(unknown)[0]}", sorted(unknown)[0])
+    question = text_field(body, "question", ask.MAX_QUESTION_CHARS)
+    asked = ask.ask(research, question)
+    return JsonResponse({"id": asked.pk, "status": asked.status}, status=202)
+
+
+@api_view("GET")
+def answer_html(request: HttpRequest, research_id: str, question_id: int) -> HttpResponse:
+    """One answer of the conversation as sanitised HTML, for the thread under the report."""
+    research = own_research(request, research_id)
+    asked = AskedQuestion.objects.filter(research=research, pk=question_id, status=AnswerStatus.ANSWERED).first()
+    if asked is None:
+        raise ApiError(404, "this question is not answered (yet)")
+    response = HttpResponse(
+        render_markdown(reader_links(request, asked.answer)), content_type="text/html; charset=utf-8"
+    )
+    response["Cache-Control"] = "private, no-cache"
+    return response
 
 
 # --- Review the plan: edit the top-level queries of a research awaiting review, then approve (research/plan_review.py)

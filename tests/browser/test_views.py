@@ -370,7 +370,7 @@ def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, o
           memory: { insights: [], gaps: [], contradictions: [] },
         });
         const delta = (base, seq) => ({
-          version: 1, snapshot_version: 2, base, research: { last_event_seq: seq }, progress: {},
+          version: 2, snapshot_version: 3, base, research: { last_event_seq: seq }, progress: {},
           report_sections: { order: [], rows: [] },
         });
         push({ type: "history", after: 0, events: [{ seq: 1 }, { seq: 2 }], snapshot: snapshot(2) });

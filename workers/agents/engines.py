@@ -1,6 +1,6 @@
 """Which agents a research uses: the LLM agents, or the extractive engine that needs no model.
 
-Both engines offer the same eight functions with the same signatures and return shapes, so the pipeline never
+Both engines offer the same nine functions with the same signatures and return shapes, so the pipeline never
 knows which one it calls. What a model call costs is recorded by the LLM client as it is made
 (workers/clients/llm.py), not returned by the agents.
 """
@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from workers.agents.types import (
     Ancestor,
+    Answer,
     BranchEvaluation,
     Finding,
     KnownMemory,
@@ -62,6 +63,8 @@ class Engine(Protocol):
         self, prompt: str, objective: str, sources: list[MemorySource], known: KnownMemory
     ) -> MemoryUpdate: ...
 
+    def answer(self, question: str, prompt: str, sources: list[SourceNote]) -> Answer: ...
+
     def evaluate_branch(
         self,
         prompt: str,
@@ -83,6 +86,7 @@ class _LLMEngine:
 
     def __init__(self) -> None:
         from workers.agents import (
+            answer_writer,
             evaluator,
             memory_agent,
             prompt_analyzer,
@@ -99,6 +103,7 @@ class _LLMEngine:
         self.update_memory = memory_agent.update_memory
         self.evaluate_branch = evaluator.evaluate_branch
         self.evaluate_research = evaluator.evaluate_research
+        self.answer = answer_writer.answer
 
 
 def engine_for(name: str) -> Engine:

@@ -6,6 +6,7 @@ query and objective (BM25), each quoted verbatim; the report is those sentences,
 the page it came from. The memory's insights are a branch's findings, its gaps what the objective names that no
 finding mentions, its contradictions findings of two pages on the same terms that give different figures. Nothing
 in a report is written by the engine except the title and the headings: every sentence is a real document's.
+An answer to a question about a finished research is the stored sentences that best match the question.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from research.text.quotes import is_quotable
 from workers.agents.common import distinct
 from workers.agents.types import (
     Ancestor,
+    Answer,
     BranchEvaluation,
     Finding,
     KnownMemory,
@@ -559,3 +561,44 @@ def evaluate_research(
     request = "\n".join([prompt, *(answer for _, answer in answers if answer)])
     dimensions, gaps = _judge(distinct(key_phrases(request, limit=20)), learnings)
     return ResearchEvaluation(round(sum(dimensions.values()) / len(dimensions), 1), gaps[:8])
+
+
+# --- Ask: a question about a finished research ---
+
+MAX_ANSWER_SENTENCES = 5
+
+
+def answer(question: str, prompt: str, sources: list[SourceNote]) -> Answer:
+    """The sentences of the sources that match the question best (BM25), each citing every source that gave it
+    with its quote, at most MAX_ANSWER_SENTENCES. A sentence counts only when it holds at least half of the
+    question's terms: when none does, the sources do not answer it, and the question's key phrase is the query
+    to dig deeper with."""
+    wanted = {term: 1.0 for term in terms(question)}
+    items = _items(sources)
+    if not wanted or not items:
+        return Answer([], "no", _dig_query(question, prompt))
+    needed = max(1, (len(wanted) + 1) // 2)
+    ranker = BM25([item.bag for item in items])
+    scored = [
+        (score, index)
+        for index, score in enumerate(ranker.scores(wanted))
+        if score > 0 and len(wanted.keys() & items[index].bag.keys()) >= needed
+    ]
+    if not scored:
+        return Answer([], "no", _dig_query(question, prompt))
+    best = [items[index] for _, index in sorted(scored, key=lambda pair: (-pair[0], pair[1]))[:MAX_ANSWER_SENTENCES]]
+    covered = set().union(*(item.bag.keys() for item in best)) & wanted.keys()
+    verdict = "yes" if len(covered) == len(wanted) else "partly"
+    return Answer(
+        [[item.as_sentence() for item in best]], verdict, "" if verdict == "yes" else _dig_query(question, prompt)
+    )
+
+
+def _dig_query(question: str, prompt: str) -> str:
+    """A search query for what the question asks: its key phrases, in the research's context."""
+    phrases = key_phrases(question, limit=3)
+    subject = _subject(prompt)
+    query = " ".join(phrases) or " ".join(words(question))
+    if subject and subject.casefold() not in query.casefold():
+        query = f"{query} {subject}"
+    return query[:300]

@@ -78,6 +78,19 @@ class MemoryUpdate:
     answered_gaps: list[int] = field(default_factory=list)
 
 
+# --- Ask (answer_writer): a question about a finished research ---
+
+
+@dataclass
+class Answer:
+    """Paragraphs of sentences in the report's shape ({"text", "sources", "quotes"}); whether the sources answer
+    the question ("yes", "partly", "no"); and when they do not, a web search query that would."""
+
+    paragraphs: list[list[dict]]
+    sources_answer: str
+    suggested_query: str = ""
+
+
 # --- Evaluation (evaluator, adaptive mode) ---
 
 

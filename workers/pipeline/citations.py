@@ -185,7 +185,27 @@ def render_report(
     for section in report.get("sections", []):
         lines += _section_lines(renderer, section)
     lines += _memory_section(renderer, memory or [])
-    lines += ["## Sources", ""]
+    lines += ["## Sources", "", *_sources_list(renderer)]
+    markdown = "\n".join(lines).rstrip() + "\n"
+    return markdown, renderer.stats.as_dict()
+
+
+def render_answer(
+    paragraphs: list[Any], sources: list[SourceNote], page_texts: Mapping[str, PageText]
+) -> tuple[str, dict[str, int]]:
+    """An answer to a question about the research: its paragraphs with the report's checks, each citation numbered
+    in order of first citation, then the sources it cites; empty when no sentence held."""
+    renderer = _Renderer({source.number: source for source in sources}, page_texts)
+    body = renderer.paragraphs(paragraphs)
+    if not body:
+        return "", renderer.stats.as_dict()
+    lines = [*_spaced(body), "Sources:", "", *_sources_list(renderer)]
+    return "\n".join(lines).rstrip() + "\n", renderer.stats.as_dict()
+
+
+def _sources_list(renderer: _Renderer) -> list[str]:
+    """The cited sources in order of their numbers, each with the quotes its citations rest on."""
+    lines = []
     by_report_number = sorted(renderer.numbers.items(), key=lambda item: item[1])
     for number, report_number in by_report_number:
         source = renderer.sources[number]
@@ -198,8 +218,7 @@ def render_report(
             entry += " — quoted: " + "; ".join(f"“{inert_text(q)}”" for q in quoted)
         lines.append(entry)
     renderer.stats.sources_cited = len(by_report_number)
-    markdown = "\n".join(lines).rstrip() + "\n"
-    return markdown, renderer.stats.as_dict()
+    return lines
 
 
 def render_section(

@@ -28,6 +28,8 @@ from research import budgets, dispatch, services, transitions
 from research.dispatch import SWEEPER, WAITING
 from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, stop_unfinished
 from research.models import (
+    AnswerStatus,
+    AskedQuestion,
     Document,
     DocumentKind,
     FollowUpQuestion,
@@ -43,7 +45,7 @@ from research.models import (
     WebsiteStatus,
 )
 from workers.errors import ResearchStopped
-from workers.pipeline import analyze, followups, lifecycle, plan, report, review, scrape, search
+from workers.pipeline import analyze, ask, followups, lifecycle, plan, report, review, scrape, search
 
 log = logging.getLogger(__name__)
 
@@ -409,3 +411,18 @@ def _websites(
 
 # The sweeper's work that belongs to no step, done first in every sweep.
 HOUSEKEEPING: tuple[Finder, ...] = (_stop_ended, _check_budgets, _expired_drafts)
+
+
+def lapsed_answers(state: Sweep) -> None:
+    """A question whose answer's worker died or whose message was lost: queued again; past MAX_ATTEMPTS it fails
+    with the reason, and the rest of the research is untouched."""
+    unanswered = [AnswerStatus.PENDING, AnswerStatus.WRITING]
+    for asked in AskedQuestion.objects.filter(state.due(), status__in=unanswered):
+        state.retry_or_fail(
+            asked,
+            "answer",
+            partial(ask.answer_failed, asked.pk),
+            partial(dispatch.ANSWER.now, asked.pk),
+            f"no answer after {asked.attempts} attempts",
+            status__in=unanswered,
+        )

@@ -10,6 +10,7 @@ function emptyState() {
   for (const section of MEMORY_SECTIONS) memory[section] = [];
   return {
     questions: [],
+    conversation: [],
     queries: [],
     memory,
     report: null,
@@ -45,7 +46,7 @@ export function applyDelta(state, delta) {
       progress: delta.progress,
       coverage: delta.coverage,
     };
-    for (const key of ["questions", "report", "report_versions", "error_output"]) {
+    for (const key of ["questions", "conversation", "report", "report_versions", "error_output"]) {
       if (key in delta) next[key] = delta[key];
     }
     if (delta.queries) {

@@ -1,0 +1,79 @@
+"""The answer writer: answers a question about a finished research from its own findings, every sentence cited.
+
+It is the report writer's role on a smaller scale (the same model settings, the same sentence shape, the same
+checks afterwards in workers/pipeline/citations.py), with one thing more: it says whether the sources answer the
+question at all, and when they do not, which web search would find what is missing.
+"""
+
+from typing import Any
+
+from django.conf import settings
+
+from research.text.storable import storable_data
+from workers.agents.common import Fence
+from workers.agents.report_writer import _PARAGRAPHS, _finding_blocks
+from workers.agents.report_writer import SYSTEM as REPORT_SYSTEM
+from workers.agents.types import Answer, SourceNote
+from workers.clients.llm import answer_tokens, complete_json, room_for
+
+NAME = "research_answer"
+VERDICTS = ("yes", "partly", "no")
+
+SYSTEM = (
+    REPORT_SYSTEM + " Now the report is written and the user asks a question about it: answer that question only, "
+    "in one to three short paragraphs, from the numbered sources given (the findings and passages of this "
+    "research that bear on it most). Say in sources_answer whether they answer it: yes, partly or no. When they do "
+    "not, write no sentence that pretends they do: leave the paragraphs empty and give, in suggested_query, a web "
+    "search query that would find the answer."
+)
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sources_answer": {"type": "string", "enum": list(VERDICTS)},
+        "paragraphs": _PARAGRAPHS,
+        "suggested_query": {"type": "string"},
+    },
+    "required": ["sources_answer", "paragraphs", "suggested_query"],
+    "additionalProperties": False,
+}
+
+# Tokens held back beside the fixed texts for the fence lines and the labels around the sources.
+_RESERVE = 300
+
+
+def answer(question: str, prompt: str, sources: list[SourceNote]) -> Answer:
+    """The answer in SCHEMA's shape, from `sources` (best first): what does not fit the model's window is left
+    out, from the end, so a small window still gets the best of them."""
+    model = settings.LLM_AGENT_MODELS["report_writer"]
+    head = f"Research request:\n{prompt}\n\nQuestion about the finished research:\n{question}\n\n"
+    ask = "Answer the question. Every sentence lists its source numbers and the exact quotes it rests on."
+    room = room_for("report_writer", model, answer_tokens("report_writer", model))
+    budget = room.chars(room.left(SYSTEM, head, ask, reserve=_RESERVE))
+    lines: list[str] = []
+    room_left = max(2000, budget)
+    for header, findings in _finding_blocks(sources):
+        block = [header]
+        for line in findings:
+            if sum(len(x) + 1 for x in block) + len(line) + 1 > room_left:
+                break
+            block.append(line)
+        size = sum(len(x) + 1 for x in block)
+        if len(block) == 1 or (lines and size > room_left):
+            break  # full: the sources after this one rank lower
+        lines += block
+        room_left -= size
+    fence = Fence.new("SOURCES")
+    user = (
+        f"{head}Numbered sources with the facts and passages taken from them, between {fence.start} and "
+        f"{fence.end}:\n{fence.around(chr(10).join(lines))}\n\n{ask}"
+    )
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+    result = complete_json("report_writer", messages, NAME, SCHEMA)
+    data = storable_data(result.data)
+    verdict = data.get("sources_answer")
+    return Answer(
+        paragraphs=[p for p in data.get("paragraphs", []) if isinstance(p, list)],
+        sources_answer=verdict if verdict in VERDICTS else "partly",
+        suggested_query=" ".join(str(data.get("suggested_query", "")).split())[:300],
+    )
