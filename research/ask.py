@@ -5,7 +5,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from research import dispatch
+from research import budgets, dispatch
 from research.dispatch import QUEUED
 from research.models import AskedQuestion, Research, ResearchStatus
 from research.services import ServiceError
@@ -23,6 +23,9 @@ def ask(research: Research, question: str) -> AskedQuestion:
         locked = Research.objects.select_for_update(no_key=True).get(pk=research.pk)
         if locked.status != ResearchStatus.COMPLETED:
             raise NotAskable(f"research is {locked.status}: ask once it has completed")
+        reason = budgets.spent(locked)
+        if reason:
+            raise NotAskable(f"research has spent its {budgets.describe(reason, locked)}: no question can be answered")
         last = AskedQuestion.objects.filter(research_id=locked.pk).aggregate(position=Max("position"))["position"]
         asked = AskedQuestion.objects.create(
             research_id=locked.pk,

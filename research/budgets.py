@@ -129,6 +129,17 @@ def reached(research: Research | BudgetState) -> tuple[str, Any, Any] | None:
     return None
 
 
+def spent(research: Research) -> str | None:
+    """The token or dollar budget a research has spent whole (its stop reason), None while it has some left: a
+    question asked of a finished research is a model call charged to it, and its budget bounds those too."""
+    tokens = research.prompt_tokens + research.completion_tokens
+    if research.budget_tokens and tokens >= research.budget_tokens:
+        return TOKENS
+    if research.budget_usd is not None and research.cost_usd >= research.budget_usd:
+        return USD
+    return None
+
+
 def check(research_id: ResearchId, known: BudgetState | None = None) -> bool:
     """Stop the research if it is running and has reached a budget; True if it is stopped (now or before).
 
