@@ -6,6 +6,7 @@ unfinished websites and queries are stopped, in the tree's lock order, and the e
 """
 
 import logging
+from collections.abc import Collection
 from typing import Any
 
 from django.db import transaction
@@ -36,13 +37,14 @@ UNFINISHED_WEBSITES = [WebsiteStatus.PENDING, WebsiteStatus.SCRAPING, WebsiteSta
 CANCELLABLE = [*ACTIVE_STATUSES, ResearchStatus.DRAFT, ResearchStatus.AWAITING_ANSWERS]
 
 
-def cancel_research(research_id: ResearchId) -> bool:
-    """Cancel an unfinished research: queued work finds it cancelled and stops. False if already finished."""
+def cancel_research(research_id: ResearchId, by: str = "user", statuses: Collection[str] = CANCELLABLE) -> bool:
+    """Cancel an unfinished research (in one of `statuses`): queued work finds it cancelled and stops. False if
+    it was not in one of them. `by`: who cancelled it, for the event ("user", or "expiry" for a plan left waiting)."""
     now = timezone.now()
     with research_transaction(research_id):
-        if not transitions.cancel(research_id, now, CANCELLABLE):
+        if not transitions.cancel(research_id, now, statuses):
             return False
-    stop_unfinished(research_id, now, EventType.RESEARCH_CANCELLED, {"by": "user"})
+    stop_unfinished(research_id, now, EventType.RESEARCH_CANCELLED, {"by": by})
     return True
 
 

@@ -102,10 +102,11 @@ def start(research_id: ResearchId, planned: int) -> bool:
 
 def await_review(research_id: ResearchId) -> bool:
     """running → awaiting_review, once the top-level queries are planned: nothing searches until the user approves
-    the plan, and no step holds the row meanwhile."""
+    the plan, and no step holds the row meanwhile; `claimed_at` keeps when the plan began to wait (a plan left
+    unapproved for PLAN_REVIEW_MAX_AGE_HOURS is cancelled)."""
     return bool(
         _research(research_id, status=ResearchStatus.RUNNING, stop_reason="").update(
-            status=ResearchStatus.AWAITING_REVIEW, claimed_at=None, claimed_by="", attempts=0
+            status=ResearchStatus.AWAITING_REVIEW, claimed_at=timezone.now(), claimed_by="", attempts=0
         )
     )
 

@@ -287,6 +287,9 @@ LLM_CALL_DEADLINE = env_float("LLM_CALL_DEADLINE", 300.0, minimum=1.0)
 QUESTIONS_WAIT_SECONDS = env_float("QUESTIONS_WAIT_SECONDS", 20.0, minimum=0.0)
 # Hours a research whose follow-up questions were asked but which was never started is kept (the sweeper deletes it).
 DRAFT_MAX_AGE_HOURS = env_int("DRAFT_MAX_AGE_HOURS", 72, minimum=1)
+# A plan waiting for its review this long after it was ready is cancelled: an active research counts against the
+# user's limit of active researches, and one nobody approves would hold its place for ever.
+PLAN_REVIEW_MAX_AGE_HOURS = env_int("PLAN_REVIEW_MAX_AGE_HOURS", 72, minimum=1)
 
 # host:port reaches the endpoint on every hop; host:port/path/ only under that path, and only as the URL a fetch
 # starts from, never through a redirect (workers/clients/fetch.py). The web app's own endpoint is only ever

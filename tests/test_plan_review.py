@@ -2,6 +2,7 @@
 planned; its user edits them (1 to 2 × breadth), approves, and the edited plan is what runs."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -10,6 +11,7 @@ from devtools.processes import wait_until
 from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website
 from tests.support.e2e import start_research, wait_finished
 from tests.support.factories import running_research
+from workers.steps import sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -113,3 +115,20 @@ def test_a_plan_under_review_can_be_cancelled(api, workers, research_model) -> N
     assert Research.objects.get(pk=research_id).status == ResearchStatus.CANCELLED
     assert approve(api, research_id).status_code == 409
     assert not Website.objects.filter(research_id=research_id).exists()
+
+
+def test_a_plan_left_waiting_past_its_age_is_cancelled_by_the_sweeper(user, published, settings) -> None:
+    # given two plans under review, one ready 73 hours ago and one just now
+    settings.PLAN_REVIEW_MAX_AGE_HOURS = 72
+    stale, fresh = under_review(user), under_review(user)
+    Research.objects.filter(pk=stale.pk).update(claimed_at=timezone.now() - timedelta(hours=73))
+    Research.objects.filter(pk=fresh.pk).update(claimed_at=timezone.now() - timedelta(minutes=5))
+    # when the sweeper runs
+    done = sweep()
+    # then the stale one is cancelled (by expiry) and no longer active; the fresh one still waits
+    assert done.get("review_expired") == 1
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert (stale.status, fresh.status) == (ResearchStatus.CANCELLED, ResearchStatus.AWAITING_REVIEW)
+    assert Event.objects.get(research=stale, type="research_cancelled").data == {"by": "expiry"}
+    assert not Event.objects.filter(research=fresh, type="research_cancelled").exists()

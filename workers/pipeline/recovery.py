@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from research import budgets, dispatch, services, transitions
 from research.dispatch import SWEEPER, WAITING
-from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, stop_unfinished
+from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, cancel_research, stop_unfinished
 from research.models import (
     AnswerStatus,
     AskedQuestion,
@@ -197,6 +197,18 @@ def _expired_drafts(state: Sweep) -> None:
     deleted = services.expire_drafts(timedelta(hours=settings.DRAFT_MAX_AGE_HOURS))
     if deleted:
         state.done["drafts_expired"] += deleted
+
+
+def _expired_reviews(state: Sweep) -> None:
+    """A plan left waiting for its review for PLAN_REVIEW_MAX_AGE_HOURS: the research is cancelled (by "expiry"),
+    so it no longer counts against its user's active researches; what it planned stays readable."""
+    cutoff = state.now - timedelta(hours=settings.PLAN_REVIEW_MAX_AGE_HOURS)
+    stale = Research.objects.filter(status=ResearchStatus.AWAITING_REVIEW).filter(
+        Q(claimed_at__lt=cutoff) | Q(claimed_at__isnull=True, updated_at__lt=cutoff)
+    )
+    for research_id in stale.values_list("pk", flat=True):
+        if cancel_research(research_id, by="expiry", statuses=[ResearchStatus.AWAITING_REVIEW]):
+            state.done["review_expired"] += 1
 
 
 def lapsed_starts(state: Sweep) -> None:
@@ -410,7 +422,7 @@ def _websites(
 
 
 # The sweeper's work that belongs to no step, done first in every sweep.
-HOUSEKEEPING: tuple[Finder, ...] = (_stop_ended, _check_budgets, _expired_drafts)
+HOUSEKEEPING: tuple[Finder, ...] = (_stop_ended, _check_budgets, _expired_drafts, _expired_reviews)
 
 
 def lapsed_answers(state: Sweep) -> None:
