@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from django.db.models import F
 from django.utils import timezone
 
-from research import services
+from research import push, services
 from research.models import (
     Document,
     DocumentKind,
@@ -27,6 +27,9 @@ def add_event(research: Research, event_type: str, data: dict, at: datetime) -> 
     research.refresh_from_db(fields=["last_event_seq"])
     event = Event.objects.create(research=research, seq=research.last_event_seq, type=event_type, data=data)
     Event.objects.filter(pk=event.pk).update(created_at=at)
+    # Pushed as a recorded event is: a test that also runs workers waits at its end until every research's events
+    # went out, and waited its whole 30 s for seeded events that never would.
+    push.push_on_commit(research.pk)
 
 
 def seed_research(
