@@ -14,13 +14,13 @@ from docx.opc.constants import RELATIONSHIP_TYPE
 from docx.shared import Mm
 from pypdf import PdfReader
 
-from research.models import Document, DocumentKind, Research, ResearchStatus
+from research.models import AnswerStatus, AskedQuestion, Document, DocumentKind, Research, ResearchStatus
 from research.text.quotes import PageText
 from research.web import exports
 from research.web.rendering import render_markdown
 from tests.support.reports import sentence
 from workers.agents.report_writer import SourceNote
-from workers.pipeline.citations import render_report
+from workers.pipeline.citations import render_answer, render_report
 
 pytestmark = pytest.mark.django_db
 
@@ -323,3 +323,147 @@ def test_markdown_download_is_named_after_the_title(api, finished) -> None:
     assert 'filename="cold-climate-heat-pumps-v1.md"' in versioned["Content-Disposition"]
     # the error output keeps its own name
     assert api.get(f"/api/research/{finished.pk}/error-output.md").status_code == 404
+
+
+# --- The conversation as an appendix: `?conversation=1` --------------------------------------------------------------
+
+COST_QUESTION = "What does drilling add to the cost?"
+# A user's question holding markup: it must read as written, and its link must not become one.
+MARKUP_QUESTION = "Is *COP* [worth it](https://evil.example/) for C#?"
+UNANSWERED = "The sources of this research do not answer this question.\n"
+
+
+def answer_markdown(text: str, number: int, quote: str) -> str:
+    """An answer as the ask step stores it: its sentences cited, then its own sources list, numbered from 1."""
+    markdown, _ = render_answer([[sentence(text, [number], [(number, quote)])]], SOURCES, PAGES)
+    assert markdown.startswith(text)
+    return markdown
+
+
+@pytest.fixture
+def conversation(finished) -> Research:
+    """Two answered questions, one the sources do not answer, one still being written and one that failed."""
+    rows = [
+        (COST_QUESTION, AnswerStatus.ANSWERED, answer_markdown("Drilling adds about 30%.", 2, ODD_QUOTE)),
+        ("Is this one still being written?", AnswerStatus.WRITING, ""),
+        (MARKUP_QUESTION, AnswerStatus.ANSWERED, answer_markdown("The COP averaged 2.7.", 1, TRIAL_QUOTE)),
+        ("Did this one fail?", AnswerStatus.FAILED, ""),
+        ("What about geothermal?", AnswerStatus.ANSWERED, UNANSWERED),
+    ]
+    for position, (question, status, answer) in enumerate(rows, start=1):
+        AskedQuestion.objects.create(
+            research=finished, position=position, question=question, status=status, answer=answer
+        )
+    return finished
+
+
+def test_markdown_export_appends_the_answered_questions_only_when_asked(api, conversation) -> None:
+    url = f"/api/research/{conversation.pk}/report.md"
+    report = Document.objects.get(research=conversation).markdown
+    plain = api.get(url)
+    assert plain.content.decode() == report and api.get(f"{url}?conversation=0").content == plain.content
+    with_qa = api.get(f"{url}?conversation=1")
+    assert with_qa.status_code == 200 and with_qa["Content-Disposition"] == plain["Content-Disposition"]
+    text = with_qa.content.decode()
+    assert text.startswith(report.rstrip("\n"))
+    appendix = text[len(report.rstrip("\n")) :]
+    # the answered questions, in the order asked, each a subsection with its answer and that answer's own sources
+    headings = re.findall(r"^(#+) (.*)$", appendix, re.MULTILINE)
+    assert headings == [
+        ("##", "Questions and answers"),
+        ("###", "What does drilling add to the cost?"),
+        ("###", r"Is \*COP\* \[worth it\]\(https://evil\.example/\) for C\#?"),
+        ("###", "What about geothermal?"),
+    ]
+    assert "still being written" not in appendix and "fail" not in appendix
+    assert appendix.count("Sources:") == 2 and appendix.count("\n1. [") == 2  # each answer's list from 1
+    assert UNANSWERED.strip() in appendix
+    # the question's markup is text on the page: no emphasis, no link to where it pointed
+    html = render_markdown(text)
+    assert "<h3>Is *COP* [worth it](https://evil.example/) for C#?</h3>" in html
+    assert 'evil.example/"' not in html and 'href="https://evil.example' not in html
+
+
+@pytest.mark.parametrize("extension", ["md", "pdf", "docx"])
+def test_the_conversation_parameter_is_0_or_1(api, conversation, extension) -> None:
+    for value in ("2", "yes", "true", ""):
+        response = api.get(f"/api/research/{conversation.pk}/report.{extension}?conversation={value}")
+        assert response.status_code == 400 and response.json()["error"]["field"] == "conversation"
+
+
+def test_pdf_export_has_the_questions_and_answers_appendix_only_when_asked(api, conversation) -> None:
+    url = f"/api/research/{conversation.pk}/report.pdf"
+    plain = api.get(url).content
+    assert api.get(f"{url}?conversation=0").content == plain
+    text, links = pdf_text_and_links(plain)
+    assert "Questions and answers" not in text and COST_QUESTION not in text and "Drilling adds" not in text
+    response = api.get(f"{url}?conversation=1")
+    assert response.status_code == 200 and response.content.startswith(b"%PDF")
+    assert response["Content-Disposition"].startswith('attachment; filename="cold-climate-heat-pumps.pdf"')
+    text_qa, links_qa = pdf_text_and_links(response.content)
+    flat = " ".join(text_qa.split())
+    # the report first, then the appendix: each question, its answer and its own sources, in the order asked
+    order = [
+        "Field measurements",
+        "Questions and answers",
+        COST_QUESTION,
+        "Drilling adds about 30%.",
+        "Costs (b.example) — quoted: “Installers said:",
+        "Is *COP* [worth it](https://evil.example/) for C#?",
+        "The COP averaged 2.7.",
+        "Nordic trial (a.example)",
+        "What about geothermal?",
+        UNANSWERED.strip(),
+    ]
+    at = 0
+    for part in order:
+        at = flat.find(part, at)
+        assert at >= 0, part
+    assert "still being written" not in text_qa and "Did this one fail" not in text_qa
+    # the answers' citations are links to their pages, as the report's are; the question's link is none
+    assert len(links_qa) > len(links) and {unquote(link) for link in links_qa} == {TRIAL, ODD}
+    # the appendix and each question are in the bookmark outline, under the report's headings
+    outline = [item.title for item in PdfReader(io.BytesIO(response.content)).outline if not isinstance(item, list)]
+    assert "Questions and answers" in outline
+
+
+def test_docx_export_has_the_questions_and_answers_appendix_only_when_asked(api, conversation) -> None:
+    url = f"/api/research/{conversation.pk}/report.docx"
+    plain, _ = docx_of(api.get(url).content)
+    # the same document (a .docx zip carries the time it was built, so its bytes differ from build to build)
+    assert plain.element.xml == docx_of(api.get(f"{url}?conversation=0").content)[0].element.xml
+    assert not any("Questions and answers" in p.text or COST_QUESTION in p.text for p in plain.paragraphs)
+    document, hyperlinks = docx_of(api.get(f"{url}?conversation=1").content)
+    headings = [(p.style.name, p.text) for p in document.paragraphs if p.style.name.startswith("Heading")]
+    assert headings[-4:] == [
+        ("Heading 1", "Questions and answers"),
+        ("Heading 2", COST_QUESTION),
+        ("Heading 2", "Is *COP* [worth it](https://evil.example/) for C#?"),
+        ("Heading 2", "What about geothermal?"),
+    ]
+    texts = [p.text for p in document.paragraphs]
+    start = texts.index("Questions and answers")
+    appendix = texts[start:]
+    assert "Drilling adds about 30%.[1]" in appendix and "The COP averaged 2.7.[1]" in appendix
+    assert UNANSWERED.strip() in appendix
+    # each answer's sources are a Word numbered list of their own, restarting at 1 as its citations do
+    lists = [p for p in document.paragraphs[start:] if p.style.name == "List Number"]
+    assert [p.text.split(" (")[0] for p in lists] == ["Costs", "Nordic trial"]
+    assert len({p._p.pPr.numPr.numId.val for p in lists}) == 2
+    assert {unquote(link) for link in hyperlinks} == {TRIAL, ODD}
+
+
+def test_nothing_is_appended_when_no_question_is_answered(api, finished) -> None:
+    AskedQuestion.objects.create(research=finished, position=1, question="Pending?", status=AnswerStatus.PENDING)
+    url = f"/api/research/{finished.pk}/report.md"
+    assert api.get(f"{url}?conversation=1").content == api.get(url).content
+
+
+def test_a_long_question_heads_its_subsection_shortened_and_follows_whole() -> None:
+    question = "Which " + "very " * 300 + "long question?\nOn two lines."
+    markdown = exports.with_conversation("# T\n\nText.\n", [(question, "An answer.\n")])
+    html = render_markdown(markdown)
+    heading = re.search(r"<h3>(.*?)</h3>", html).group(1)
+    assert heading.endswith("…") and len(heading) <= exports.MAX_QUESTION_HEADING_CHARS
+    assert f"<blockquote>\n<p>{' '.join(question.split())}</p>\n</blockquote>" in html
+    assert html.index("<h3>") < html.index("An answer.")

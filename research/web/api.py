@@ -244,12 +244,17 @@ def _document(
     request: HttpRequest, research_id: str, kind: str, filename: str, html: bool = False, titled: bool = False
 ) -> HttpResponse:
     """The research's report or error output: its markdown, or as sanitised HTML for the report view to insert.
-    `titled`: the download is named after the report's title, as the PDF and Word exports are."""
+    `titled`: the report's download, named after its title as the PDF and Word exports are, and taking
+    `?conversation=1` as they do."""
     research = own_research(request, research_id)
+    appendix = _conversation_asked(request) if titled else False
     document = _version(Document.objects.filter(research=research, kind=kind), request).order_by("-version").first()
     if document is None:
         raise ApiError(404, f"this research has no {filename} (yet)")
-    markdown = reader_links(request, document.markdown)
+    markdown = document.markdown
+    if appendix:
+        markdown = exports.with_conversation(markdown, _answered(research))
+    markdown = reader_links(request, markdown)
     if html:
         response = HttpResponse(render_markdown(markdown), content_type="text/html; charset=utf-8")
         response["Cache-Control"] = "private, no-cache"
@@ -436,8 +441,23 @@ def _version(documents: QuerySet, request: HttpRequest) -> QuerySet:
 # --- Exports: the report as PDF or Word, built per request from its markdown (research/web/exports.py) ---
 
 
+def _conversation_asked(request: HttpRequest) -> bool:
+    """`?conversation=1` appends the research's answered questions to an export; `0` or none leaves it as it is."""
+    raw = request.GET.get("conversation")
+    if raw not in (None, "0", "1"):
+        raise ApiError(400, "must be 0 or 1", "conversation")
+    return raw == "1"
+
+
+def _answered(research: Research) -> list[tuple[str, str]]:
+    """The research's answered questions and their answers, in the order they were asked."""
+    rows = AskedQuestion.objects.filter(research=research, status=AnswerStatus.ANSWERED).order_by("position")
+    return list(rows.values_list("question", "answer"))
+
+
 def _export(request: HttpRequest, research_id: str, extension: str, content_type: str, build: Callable) -> HttpResponse:
     research = own_research(request, research_id)
+    appendix = _conversation_asked(request)
     document = (
         _version(Document.objects.filter(research=research, kind=DocumentKind.REPORT), request)
         .order_by("-version")
@@ -447,7 +467,8 @@ def _export(request: HttpRequest, research_id: str, extension: str, content_type
         raise ApiError(404, f"this research has no report.{extension} (yet)")
     title = report_title(document.markdown) or research.title or "Research report"
     meta = exports.ExportMeta(title, research.prompt, document.created_at, document.version)
-    response = HttpResponse(build(reader_links(request, document.markdown), meta), content_type=content_type)
+    markdown = exports.with_conversation(document.markdown, _answered(research)) if appendix else document.markdown
+    response = HttpResponse(build(reader_links(request, markdown), meta), content_type=content_type)
     version = document.version if request.GET.get("version") is not None else None
     response["Content-Disposition"] = exports.content_disposition(title, extension, version)
     response["Cache-Control"] = "private, no-cache"

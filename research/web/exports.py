@@ -164,6 +164,39 @@ def content_disposition(title: str, extension: str, version: int | None = None) 
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(unicode_name)}"
 
 
+# --- The conversation as an appendix (`?conversation=1`) ------------------------------------------------------------
+
+APPENDIX_HEADING = "Questions and answers"
+# A question is the user's own text of up to 2,000 characters: a heading holds its start, the question follows whole.
+MAX_QUESTION_HEADING_CHARS = 200
+# What Python-Markdown (with the tables extension) reads as markup when backslash-escaped; `&` and `<` are written as
+# entities instead, so that neither an entity nor an autolink forms.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()>#+\-.!|])")
+
+
+def plain_markdown(text: str) -> str:
+    """Text on one line that markdown shows exactly as written: no link, emphasis, heading or list forms in it."""
+    text = _SPACES.sub(" ", _NOT_XML.sub("", text)).strip()
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text.replace("&", "&amp;").replace("<", "&lt;"))
+
+
+def with_conversation(markdown: str, conversation: list[tuple[str, str]]) -> str:
+    """The report with its answered questions appended, in the order they were asked: under one heading, each
+    question a subsection of its own holding its answer's markdown, so each answer's sources list (numbered from 1
+    in every answer) stays with the answer it belongs to. The report unchanged when nothing was answered."""
+    if not conversation:
+        return markdown
+    lines = [markdown.rstrip("\n"), "", f"## {APPENDIX_HEADING}", ""]
+    for question, answer in conversation:
+        one_line = _SPACES.sub(" ", _NOT_XML.sub("", question)).strip()
+        heading = _shorten(one_line, MAX_QUESTION_HEADING_CHARS)
+        lines += [f"### {plain_markdown(heading)}", ""]
+        if heading != one_line:
+            lines += [f"> {plain_markdown(one_line)}", ""]
+        lines += [answer.strip("\n"), ""]
+    return "\n".join(lines)
+
+
 def _shorten(text: str, limit: int) -> str:
     """One line of at most `limit` characters, cut at a word with "…" where it was longer."""
     text = _SPACES.sub(" ", _NOT_XML.sub("", text)).strip()
