@@ -14,9 +14,11 @@ from axe_playwright_python.sync_playwright import Axe
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
+from research.models import AnswerStatus, AskedQuestion
+from research.text.links import link_title
 from tests.support.browser import DESKTOP, PHONE, answer_one_question, screenshot
 from tests.support.logins import PASSWORD, sign_in
-from tests.support.seed import seed_research
+from tests.support.seed import QUOTE_ONE, seed_research
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -143,11 +145,17 @@ def test_the_live_log_is_accessible(daphne, open_page, user, viewport) -> None:
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 def test_the_report_is_accessible(daphne, open_page, user, viewport) -> None:
     research = seed_research(user, "Heat pumps in Nordic winters", "completed", report=True)
+    seed_conversation(research)
     watched = open_page(viewport)
     page = watched.page
     sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
     expect(page.locator("#report-body h1")).to_have_text("Heat pumps in Nordic winters")
     expect(page.locator("#r-connection")).to_have_text("Live")
+    # with its conversation in every state: answered with citations, not answered by the sources, writing, failed
+    expect(page.locator("#conversation-thread > li")).to_have_count(4)
+    expect(page.locator("#conversation-thread .conv-answer-body")).to_have_count(2)
+    expect(page.locator("#conversation .conv-dig")).to_be_visible()
+    screenshot(page, f"conversation-{viewport['width']}", "#conversation")
     assert_accessible(page)
     # one H1 on the page: the report's own title is a level-2 heading under the page's
     levels = page.eval_on_selector_all(
@@ -165,6 +173,34 @@ def test_the_report_is_accessible(daphne, open_page, user, viewport) -> None:
     expect(page.locator("#error-body h1")).to_contain_text("Research failed")
     assert_accessible(page)
     assert watched.errors == []
+
+
+def seed_conversation(research) -> None:
+    """Questions asked of the research, one in each state the thread shows."""
+    url = "https://example.com/report-source-one"
+    cited = f'The seasonal COP averaged 2.7. [[1]]({url} "{link_title(QUOTE_ONE)}")\n\nSources:\n\n1. [Part 1]({url})\n'
+    rows = [
+        ("How efficient were they?", AnswerStatus.ANSWERED, cited, True, ""),
+        (
+            "What will they cost in 2040?",
+            AnswerStatus.ANSWERED,
+            "The sources do not answer it.\n",
+            False,
+            "heat pump prices 2040",
+        ),
+        ("How loud are they?", AnswerStatus.WRITING, "", None, ""),
+        ("Which brands?", AnswerStatus.FAILED, "", None, ""),
+    ]
+    for position, (question, status, answer, sources_answer, suggested) in enumerate(rows, 1):
+        AskedQuestion.objects.create(
+            research=research,
+            position=position,
+            question=question,
+            status=status,
+            answer=answer,
+            sources_answer=sources_answer,
+            suggested_query=suggested,
+        )
 
 
 # --- the keyboard only ----------------------------------------------------------------------------------------

@@ -51,9 +51,10 @@ export class DeepenPanel {
     return r.status === "completed" && !r.stop_reason && Boolean(snapshot.report);
   }
 
-  render(snapshot) {
+  // `ready`: what stands above it (the report, the conversation) is in the page, so showing it moves nothing.
+  render(snapshot, ready = true) {
     const allowed = DeepenPanel.allowed(snapshot);
-    show(this.container, allowed);
+    show(this.container, allowed && ready);
     if (!allowed) return;
     const titles = (snapshot.report_sections || []).map((section) => section.title);
     const current = [...this.sections.options].map((o) => o.value).slice(1);
@@ -61,6 +62,17 @@ export class DeepenPanel {
       this.sections.replaceChildren(h("option", { value: "", text: "— none —" }), ...titles.map((t) => h("option", { value: t, text: t })));
       this.sections.value = titles.includes(this.section) ? this.section : "";
     }
+  }
+
+  // From a question the research's sources do not answer (ask.js): the form filled in with the search suggested
+  // for it, for the user to check and send; nothing is searched until they do.
+  prefill(query, objective = "") {
+    this.reset();
+    this.sections.value = "";
+    this.query.value = query.slice(0, 500);
+    this.objective.value = objective.slice(0, 2000);
+    this.form.scrollIntoView({ block: "nearest" });
+    this.query.focus();
   }
 
   // From an open question of the research memory.

@@ -211,6 +211,13 @@ export function describeEvent(event, page = shortUrl) {
       return { tone: "ok", text: `Plan approved: ${plural((d.queries || []).length, "query", "queries")}` };
     case "branch_added":
       return { tone: "info", text: `Digging deeper: ${d.query ?? ""}`, detail: d.section ? `From the section “${d.section}”` : d.gap_id ? "From an open question" : "" };
+    case "answer_writing_start":
+      return { tone: "work", text: "Writing the answer to a question" };
+    case "answer_written":
+      if (d.status === "failed") return { tone: "fail", text: "The answer to a question could not be written" };
+      return d.sources_answer === false
+        ? { tone: "info", text: "Question answered: the sources of this research do not answer it" }
+        : { tone: "ok", text: "Question answered" };
     case "query_evaluated":
       return {
         tone: d.decision === "stop" ? "ok" : "info",

@@ -14,6 +14,7 @@ import {
 } from "./lib.js";
 import { queryActions, renderReportVersions, updateQueryActions } from "./branches.js";
 import { ResearchFeed } from "./live.js";
+import { AskPanel } from "./ask.js";
 import { DeepenPanel } from "./deepen.js";
 import { MemoryPanel } from "./memory.js";
 import { PlanReview } from "./plan-review.js";
@@ -92,6 +93,7 @@ export class ResearchView {
     this.el.delete.addEventListener("click", () => this.delete());
     this.memory = new MemoryPanel($("#memory"));
     this.deepen = new DeepenPanel($("#deepen"), this);
+    this.conversation = new AskPanel($("#conversation"), this.deepen, () => this.renderBelowReport());
     this.planReview = new PlanReview($("#plan-review"), this);
     this.feed = null;
     this.id = null;
@@ -112,8 +114,10 @@ export class ResearchView {
     this.pageTitles = new Map(); // website URL → its title, to name pages in the events
     this.memory.reset();
     this.deepen.reset();
+    this.conversation.reset();
     this.planReview.reset();
     this.documents = { report: null, error: null };
+    this.reportShown = false; // the report's HTML (or why it could not load) is in the page
     this.tabChosen = false;
     this.currentTab = null;
     this.lastStatus = null;
@@ -298,7 +302,7 @@ export class ResearchView {
     show(this.tabs.error.tab, Boolean(snapshot.error_output));
     this.loadDocument("report", snapshot.report, `/api/research/${r.id}/report.html`, this.el.reportBody);
     renderReportVersions(this.el.reportVersions, snapshot);
-    this.deepen.render(snapshot);
+    this.renderBelowReport();
     this.renderOffTopic(snapshot.report);
     // The coverage is the current version's: a retried research's older report is not what it counts.
     const current = Boolean(snapshot.report) && snapshot.report.version === r.report_version;
@@ -310,6 +314,17 @@ export class ResearchView {
       if (snapshot.report || growing) this.select("report");
       else if (snapshot.error_output) this.select("error");
     }
+  }
+
+  // The conversation and the Dig deeper form under the report: each shown once what stands above it is in the page
+  // (the report's HTML comes after the snapshot, the conversation's answers after it), so none of them appears
+  // first and is then pushed down.
+  renderBelowReport() {
+    const snapshot = this.snapshot;
+    if (!snapshot) return;
+    const ready = this.reportShown || !this.el.reportGrowth.hidden;
+    this.conversation.render(snapshot, ready);
+    this.deepen.render(snapshot, ready && this.conversation.settled);
   }
 
   // A report whose sources do not bear on the request says so above the header's status, not only in its text.
@@ -333,13 +348,22 @@ export class ResearchView {
     const id = this.id;
     try {
       const html = await api(url);
-      if (this.id === id) setSanitisedHtml(container, html);
+      if (this.id !== id) return;
+      setSanitisedHtml(container, html);
+      if (name === "report") this.reportLanded();
     } catch (error) {
       this.documents[name] = null;
       if (this.id === id && !(error instanceof ApiError && error.status === 404)) {
         container.replaceChildren(h("p", { class: "form-error", text: `Could not load: ${error.message}` }));
+        if (name === "report") this.reportLanded();
       }
     }
+  }
+
+  reportLanded() {
+    if (this.reportShown) return;
+    this.reportShown = true;
+    this.renderBelowReport();
   }
 
   tick() {
