@@ -14,7 +14,7 @@ from typing import Any, Generic, ParamSpec
 
 from celery import Task
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from research.models import QueryStatus, Research, ResearchMode, SerpQuery, Website, WebsiteStatus
 from research.types import ResearchId
@@ -142,7 +142,13 @@ def queue_each_on_commit(task_name: str, ids: Iterable[Any], research_id: Resear
 
 def _publish_each(task_name: str, ids: list[Any], research_id: ResearchId, priority: int | None = None) -> None:
     if priority is None:
-        priority = step_priority(waiting_steps(research_id))
+        try:
+            priority = step_priority(waiting_steps(research_id))
+        except DatabaseError:
+            # The steps are committed already: a connection that broke since must not lose their messages (the
+            # sweeper would find them only after QUEUE_GRACE_SECONDS). They go at the lowest priority instead.
+            connection.close()
+            priority = LOWEST_PRIORITY
     for row_id in ids:
         queue(task_name, row_id, priority=priority)
 

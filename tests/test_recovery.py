@@ -418,3 +418,28 @@ def test_the_sweeper_requeues_a_long_backlog_at_its_low_priority_and_a_short_one
     assert sent[0] == ("workers.tasks.run_query_task", {"priority": 0})
     assert {options["priority"] for name, options in sent[1:]} == {9}
     assert len(sent) == 131
+
+
+def test_steps_handed_on_are_published_even_when_the_backlog_cannot_be_counted(running, monkeypatch) -> None:
+    from celery import Task
+    from django.db import OperationalError
+
+    from research import dispatch
+
+    # given a connection that breaks between the commit that hands steps on and their publish
+    sent: list[tuple[str, object, object]] = []
+    monkeypatch.setattr(
+        Task, "apply_async", lambda task, args=None, kwargs=None, **o: sent.append((task.name, args, o))
+    )
+
+    def broken(research_id):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(dispatch, "waiting_steps", broken)
+    # when two searches are handed on outside a transaction
+    dispatch.SEARCH.each_on_commit([11, 12], running.pk)
+    # then both are published, at the lowest priority, instead of waiting for the sweeper
+    assert sent == [
+        ("workers.tasks.run_query_task", (11,), {"priority": dispatch.LOWEST_PRIORITY}),
+        ("workers.tasks.run_query_task", (12,), {"priority": dispatch.LOWEST_PRIORITY}),
+    ]

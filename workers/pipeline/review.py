@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.db.models import Max
 from django.utils import timezone
 
@@ -85,6 +86,8 @@ def _review(research: Research, query: SerpQuery, engine: str, remember: bool = 
     if remember:
         try:
             memory.remember(query.pk, research, query.objective)
+        except (OperationalError, InterfaceError):
+            raise  # the database, not the memory, failed: the step is retried on a fresh connection
         except Exception:
             # The memory serves later planning and the report; the branch's own result stands without it.
             log.exception("memory update of query %s failed", query.pk)
