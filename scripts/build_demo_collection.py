@@ -54,6 +54,9 @@ DEMO_PROMPT = (
     "How should a Python program run work concurrently: threads, processes or asyncio, and what do the standard "
     "library docs say about how each one starts, shares data, waits for results and handles errors?"
 )
+# A question the demo asks of its research once the report is written (scripts/demo.py): answered offline from the
+# sentences of the pages it analysed.
+DEMO_QUESTION = "How do threads wait for a condition?"
 
 
 def render(name: str) -> str:

@@ -9,14 +9,19 @@ processes and code paths are the production ones: daphne, a Celery worker, celer
 The demo never touches a deployment's data: on the servers DATABASE_URL and REDIS_URL name it uses a database of
 its own (`deepresearch_demo`) and Redis db 15, unless DEMO_DATABASE_URL / DEMO_REDIS_URL say otherwise.
 
-Environment: DEMO_EXIT=1 exits when the report is written (CI); DEMO_PORT (8000), DEMO_BREADTH (2), DEMO_DEPTH (2),
-DEMO_PROMPT, DEMO_MODE (fixed; adaptive: branches stop once good enough), DEMO_VAR (var/demo),
-DEMO_DATABASE_URL, DEMO_REDIS_URL change the defaults.
+Once the report is written the demo asks the research a question, as the page's "Ask" does, and prints the start
+of its answer: with the extractive engine it is answered from the stored sentences of the pages the research
+analysed, with no language model.
+
+Environment: DEMO_EXIT=1 exits when the report is written and the question answered (CI); DEMO_PORT (8000),
+DEMO_BREADTH (2), DEMO_DEPTH (2), DEMO_PROMPT, DEMO_QUESTION (empty: ask none), DEMO_MODE (fixed; adaptive: branches
+stop once good enough), DEMO_VAR (var/demo), DEMO_DATABASE_URL, DEMO_REDIS_URL change the defaults.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -31,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from devtools.processes import celery_command, free_port, spawn, stop, wait_until, worker_command  # noqa: E402 - the standard library only
 from scripts.build_demo_collection import DEMO_PROMPT as PROMPT  # noqa: E402 - the question its documents answer
+from scripts.build_demo_collection import DEMO_QUESTION as QUESTION  # noqa: E402 - asked of the finished research
 
 PY = sys.executable
 DEMO_DATABASE = "deepresearch_demo"
@@ -184,11 +190,32 @@ def wait_http(url: str, processes: Processes, timeout: float = 60) -> None:
         raise SystemExit(f"{url} did not answer in {timeout}s") from None
 
 
-def start_through_the_api(base: str, password: str, prompt: str, breadth: int, depth: int, mode: str = "fixed") -> str:
-    """Do what a user does in the browser: sign in, ask for follow-up questions, answer them, start."""
-    import requests
+# How much of the answer the terminal shows, and how long the demo waits for it.
+ANSWER_PREVIEW_CHARS = 400
+ANSWER_TIMEOUT_SECONDS = 120
+# A citation as the answer's markdown writes it, `[[1]](url "quote")`: the terminal shows its number only.
+_CITATION_LINK = re.compile(r"\[(\[\d+\])\]\([^)\s]*(?: \"[^\"]*\")?\)")
 
-    session = requests.Session()
+
+class ApiClient:
+    """The demo user's browser session: signed in, with the CSRF token the page sends."""
+
+    def __init__(self, base: str, password: str) -> None:
+        import requests
+
+        self.base = base
+        self.session = requests.Session()
+        sign_in(self.session, base, password)
+
+    def post(self, path: str, body: dict[str, object]) -> dict[str, object]:
+        headers = {"X-CSRFToken": self.session.cookies["csrftoken"], "Referer": self.base + "/"}
+        response = self.session.post(self.base + path, json=body, headers=headers, timeout=120)
+        if response.status_code >= 400:
+            raise SystemExit(f"POST {path}: HTTP {response.status_code} {response.text[:500]}")
+        return response.json()
+
+
+def sign_in(session: Any, base: str, password: str) -> None:
     session.get(f"{base}/accounts/login/", timeout=30).raise_for_status()
     signed_in = session.post(
         f"{base}/accounts/login/",
@@ -199,25 +226,58 @@ def start_through_the_api(base: str, password: str, prompt: str, breadth: int, d
     if signed_in.status_code != 302:
         raise SystemExit(f"could not sign in as demo: HTTP {signed_in.status_code}")
 
-    def post(path: str, body: dict[str, object]) -> dict[str, object]:
-        headers = {"X-CSRFToken": session.cookies["csrftoken"], "Referer": base + "/"}
-        response = session.post(base + path, json=body, headers=headers, timeout=120)
-        if response.status_code >= 400:
-            raise SystemExit(f"POST {path}: HTTP {response.status_code} {response.text[:500]}")
-        return response.json()
 
-    asked = post("/api/research/questions", {"prompt": prompt, "num_questions": len(ANSWERS)})
+def start_through_the_api(client: ApiClient, prompt: str, breadth: int, depth: int, mode: str = "fixed") -> str:
+    """Do what a user does in the browser: ask for follow-up questions, answer them, start."""
+    asked = client.post("/api/research/questions", {"prompt": prompt, "num_questions": len(ANSWERS)})
     questions = asked.get("questions")
     if questions is None:  # 202: the model is slow, and the questions arrive in the research's snapshot
         say("The model is still writing the follow-up questions…")
-        questions = wait_for_questions(session, base, str(asked["research_id"]))
+        questions = wait_for_questions(client.session, client.base, str(asked["research_id"]))
     for question, answer in zip(questions, ANSWERS, strict=True):
         say(f"Q: {question}\n    A: {answer}")
-    started = post(
+    started = client.post(
         "/api/research/start",
         {"research_id": asked["research_id"], "answers": ANSWERS, "breadth": breadth, "depth": depth, "mode": mode},
     )
     return str(started["research_id"])
+
+
+def ask_through_the_api(client: ApiClient, research_id: str, question: str) -> dict[str, Any]:
+    """Ask the finished research a question, as the page's "Ask" does, and wait for its answer in the snapshot's
+    conversation; returns that entry of the conversation."""
+    asked = client.post(f"/api/research/{research_id}/ask", {"question": question})
+    deadline = time.monotonic() + ANSWER_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        response = client.session.get(f"{client.base}/api/research/{research_id}", timeout=30)
+        if response.status_code < 500:
+            entry = next(item for item in response.json()["conversation"] if item["id"] == asked["id"])
+            if entry["status"] == "failed":
+                raise SystemExit(f"the question could not be answered: {entry.get('error') or 'see worker.log'}")
+            if entry["status"] == "answered":
+                return entry
+        time.sleep(0.3)
+    raise SystemExit(f"no answer after {ANSWER_TIMEOUT_SECONDS} s")
+
+
+def answer_preview(markdown: str, limit: int = ANSWER_PREVIEW_CHARS) -> str:
+    """The start of an answer as the terminal shows it: its text before its sources list, each citation its number
+    only, on one line of at most `limit` characters."""
+    text = " ".join(_CITATION_LINK.sub(r"\1", markdown.split("\nSources:", 1)[0]).split())
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def show_answer(question: str, entry: dict[str, Any], engine: str) -> None:
+    say(f"Asked the research: {question}")
+    print(f"    {answer_preview(entry['answer'])}", flush=True)
+    if not entry["sources_answer"] and entry.get("suggested_query"):
+        print(f"    To dig deeper: {entry['suggested_query']}", flush=True)
+    if engine == "extractive":
+        say("Answered offline by the extractive engine, without a language model: its sentences are the pages' own.")
+    else:
+        say(f"Answered by the {engine} engine from the research's own sources.")
 
 
 def wait_for_questions(session: Any, base: str, research_id: str, timeout: float = 600) -> list[str]:
@@ -284,10 +344,14 @@ def main() -> None:
         breadth, depth = int(os.environ.get("DEMO_BREADTH", "2")), int(os.environ.get("DEMO_DEPTH", "2"))
         prompt = os.environ.get("DEMO_PROMPT", PROMPT)
         mode = os.environ.get("DEMO_MODE", "fixed")
-        research_id = start_through_the_api(base, password, prompt, breadth, depth, mode)
+        client = ApiClient(base, password)
+        research_id = start_through_the_api(client, prompt, breadth, depth, mode)
         say(f"Watch it live: {base}/  (user: demo, password: {password})")
         say(f"Research {research_id} started: breadth {breadth}, depth {depth}, {mode} mode")
-        save_outcome(var, research_id, watch(env, research_id, processes))
+        engine = save_outcome(var, research_id, watch(env, research_id, processes))
+        question = os.environ.get("DEMO_QUESTION", QUESTION).strip()
+        if question:
+            show_answer(question, ask_through_the_api(client, research_id, question), engine)
         if os.environ.get("DEMO_EXIT") == "1":
             return
         say(f"Serving at {base}/ until Ctrl-C.")
@@ -360,8 +424,9 @@ def start_services(processes: Processes, env: dict[str, str], var: Path, port: i
     return base
 
 
-def save_outcome(var: Path, research_id: str, status: str) -> None:
-    """Write report.md (or error-output.md) under var/; a research that did not complete ends the demo in error."""
+def save_outcome(var: Path, research_id: str, status: str) -> str:
+    """Write report.md (or error-output.md) under var/; a research that did not complete ends the demo in error.
+    Returns the engine the research ran with."""
     from research.models import Document, Research
 
     research = Research.objects.get(pk=research_id)
@@ -373,6 +438,7 @@ def save_outcome(var: Path, research_id: str, status: str) -> None:
         say(f"Research {status} with the {research.engine} engine. {path.name}: {path}")
     if status != "completed":
         raise SystemExit(f"research {status}: {research.error}")
+    return research.engine
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """`make demo DEMO_EXIT=1` (scripts/demo.py) completes a breadth-2, depth-2 research offline, on PostgreSQL + Redis
 when they answer and on the embedded defaults when they do not; every citation of its report is a document of the
-collection and every quote appears in that document."""
+collection and every quote appears in that document. It then asks the research a question, answered offline."""
 
 import os
 import re
@@ -14,6 +14,7 @@ import pytest
 from django.contrib.auth.hashers import check_password
 
 from devtools.processes import ROOT, free_port
+from scripts.build_demo_collection import DEMO_QUESTION
 from tests.support.demo import load_demo_script
 from tests.support.private_services import PrivateRedis
 
@@ -49,6 +50,12 @@ def check_output(output: str, password_hash: str) -> None:
     assert check_password(watch.group(1), password_hash)
     assert "[##############################] queries 4/4" in output
     assert re.search(r"report\.md: /\S+/report\.md", output)
+    # then the question asked of the research, the start of its answer with its citations as numbers, and how
+    asked = output.split(f"Asked the research: {DEMO_QUESTION}\n", 1)
+    assert len(asked) == 2, output[-2000:]
+    answer = asked[1].splitlines()[0].strip()
+    assert re.search(r"\w.*\[1\]", answer) and "](" not in answer and "do not answer" not in answer, answer
+    assert "Answered offline by the extractive engine, without a language model" in output
 
 
 def check_report(var: Path, documents: dict[int, str]) -> None:
@@ -92,6 +99,21 @@ def test_demo_uses_its_own_database_and_redis_db_on_the_configured_servers() -> 
     assert demo.demo_service_urls(explicit) == ("postgres://x@h/d", "redis://h:1/3")
 
 
+def test_the_terminal_shows_the_start_of_an_answer_with_its_citations_as_numbers() -> None:
+    demo = load_demo_script()
+    answer = (
+        'Threads share data. [[1]](http://127.0.0.1:8000/collection/3/ "Threads share &quot;data&quot;.")[[2]]'
+        '(http://127.0.0.1:8000/collection/9/)\nA lock guards it. [[2]](http://127.0.0.1:8000/collection/9/ "q")'
+        "\n\nSources:\n\n1. [threading](http://127.0.0.1:8000/collection/3/) — quoted: “Threads share data.”\n"
+    )
+    assert demo.answer_preview(answer) == "Threads share data. [1][2] A lock guards it. [2]"
+    long = demo.answer_preview("word " * 200)
+    assert long.endswith("…") and len(long) <= demo.ANSWER_PREVIEW_CHARS
+    assert demo.answer_preview("The sources of this research do not answer this question.\n") == (
+        "The sources of this research do not answer this question."
+    )
+
+
 def test_demo_on_postgresql_and_redis(tmp_path) -> None:
     redis_server = PrivateRedis().start()  # its own broker: the test run's workers must not take its tasks
     name = f"test_demo_{os.getpid()}"
@@ -105,7 +127,9 @@ def test_demo_on_postgresql_and_redis(tmp_path) -> None:
             statuses = conn.execute("select status, breadth, depth from research_research").fetchall()
             queries = conn.execute("select count(*) from research_serpquery where status = 'done'").fetchone()[0]
             password_hash = conn.execute("select password from auth_user where username = 'demo'").fetchone()[0]
+            asked = conn.execute("select question, status, sources_answer from research_askedquestion").fetchall()
         assert statuses == [("completed", 2, 2)] and queries == 4
+        assert asked == [(DEMO_QUESTION, "answered", True)]
         check_output(output, password_hash)
         check_report(tmp_path, documents)
     finally:
@@ -129,5 +153,7 @@ def test_demo_on_embedded_defaults_when_services_do_not_answer(tmp_path) -> None
     assert database.execute("select status from research_research").fetchall() == [("completed",)]
     assert database.execute("select count(*) from research_serpquery where status = 'done'").fetchone()[0] == 4
     password_hash = database.execute("select password from auth_user where username = 'demo'").fetchone()[0]
+    asked = database.execute("select question, status, sources_answer from research_askedquestion").fetchall()
+    assert asked == [(DEMO_QUESTION, "answered", 1)]
     check_output(output, password_hash)
     check_report(tmp_path, documents)

@@ -6,7 +6,9 @@ sentences and writes the report.
 """
 
 import hashlib
+import html
 import io
+import json
 import re
 import sys
 import time
@@ -22,14 +24,18 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from devtools.processes import ARTIFACTS, ROOT
+from devtools.processes import ARTIFACTS, ROOT, wait_until
 from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool, celery_app_for, process_env
+from research import dispatch
 from research.collection import signature
 from research.models import (
+    AnswerStatus,
+    AskedQuestion,
     CollectionDocument,
     Document,
     Extract,
     FollowUpQuestion,
+    Page,
     Research,
     ResearchStatus,
     Website,
@@ -40,6 +46,7 @@ from tests.support.collection_files import write_mixed_folder
 from tests.support.e2e import WORKER_ENV, settle, wait_finished
 from tests.support.private_services import PrivateRedis
 from workers.clients.fetch import fetch_page
+from workers.pipeline.ask import UNANSWERED
 from workers.pipeline.citations import cited_urls
 from workers.pipeline.followups import generate_followups
 
@@ -193,6 +200,7 @@ def test_demo_collection_answers_the_demo_prompt(offline, user, tmp_path: Path, 
     # and its sources bear on the request, so nothing says otherwise
     stats = Document.objects.get(research=research, kind="report").stats
     assert stats["relevance"]["verdict"] == "on_topic" and "do not cover this request" not in markdown
+    assert_questions_are_answered_offline(offline, research, user, demo.DEMO_QUESTION, monkeypatch)
     assert_citations_open_an_hour_later(research, user, monkeypatch)
 
 
@@ -243,3 +251,71 @@ def assert_citations_open_an_hour_later(research: Research, user, monkeypatch: p
         assert response.status_code == 200, url
         document = documents[int(_DOCUMENT_ID.search(url).group(1))]
         assert response.content.decode() == (document.source or document.text)
+
+
+# The start form's example question: nothing in Python's documentation answers it.
+OFF_TOPIC_QUESTION = "How do air-source heat pumps perform below −20 °C, and what limits their efficiency?"
+# A citation with the quote it rests on as its link title, and a sources-list entry's quotes.
+_CITATION = re.compile(r'\[\[\d+\]\]\((\S+) "([^"]*)"\)')
+_QUOTED = re.compile(r"“([^”]+)”")
+
+
+def ask_offline(reader: Client, research: Research, question: str) -> AskedQuestion:
+    """Ask through the API, as the page does; the offline stack's worker answers."""
+    response = reader.post(
+        f"/api/research/{research.pk}/ask", json.dumps({"question": question}), content_type="application/json"
+    )
+    assert response.status_code == 202, response.content
+    question_id = response.json()["id"]
+    done = (AnswerStatus.ANSWERED, AnswerStatus.FAILED)
+    wait_until(lambda: AskedQuestion.objects.get(pk=question_id).status in done, timeout=60, message="the answer")
+    return AskedQuestion.objects.get(pk=question_id)
+
+
+def assert_questions_are_answered_offline(
+    offline: OfflineStack, research: Research, user, question: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A question the collection answers gets an extractive answer resting on the research's analysed pages, with
+    quotes verbatim on them; one about what it never mentions is told so, cites nothing and gets a query to dig
+    deeper with. No model is called for either."""
+    # This process publishes to the test run's broker; the offline stack's worker listens on its private Redis.
+    app = celery_app_for(offline.redis.url)
+    monkeypatch.setattr(dispatch, "queue", lambda name, *args, priority=None: app.send_task(name, args=list(args)))
+    reader = Client()
+    reader.force_login(user)
+    analysed = set(
+        Website.objects.filter(research=research, status=WebsiteStatus.ANALYZED).values_list("url", flat=True)
+    )
+    texts = {url: PageText(text) for url, text in Page.objects.filter(research=research).values_list("url", "text")}
+
+    answered = ask_offline(reader, research, question)
+    assert answered.status == AnswerStatus.ANSWERED and answered.sources_answer is True, answered.error
+    assert not answered.answer.startswith(UNANSWERED)
+    (ARTIFACTS / "offline-demo-answer.md").write_text(f"# {question}\n\n{answered.answer}")
+    cited = cited_urls(answered.answer, analysed)
+    assert cited and set(cited) <= analysed
+    assert answered.stats["citations_dropped"] == 0 and answered.stats["quotes_dropped"] == 0
+    # every citation's quote (its link title, long ones shortened) is on the page it cites
+    citations = _CITATION.findall(answered.answer)
+    assert citations
+    for url, title in citations:
+        for part in html.unescape(title).split(" … "):
+            assert texts[url].contains(part.removesuffix("…")), (url, part)
+    # and so is every quote the answer's sources list gives, whole
+    sources = answered.answer.split("\nSources:\n", 1)[1].strip().splitlines()
+    assert len(sources) == len(set(cited))
+    for line in sources:
+        url = cited_urls(line, analysed)[0]
+        quotes = _QUOTED.findall(line)
+        assert quotes, line
+        for quote in quotes:
+            quote = re.sub(r"\\(.)", r"\1", quote).replace("&lt;", "<").replace("&gt;", ">")
+            assert texts[url].contains(quote), (url, quote)
+
+    unanswered = ask_offline(reader, research, OFF_TOPIC_QUESTION)
+    assert unanswered.status == AnswerStatus.ANSWERED and unanswered.sources_answer is False, unanswered.error
+    assert unanswered.answer == UNANSWERED + "\n" and cited_urls(unanswered.answer) == []
+    assert unanswered.suggested_query.strip()
+
+    research.refresh_from_db()
+    assert (research.prompt_tokens, research.completion_tokens) == (0, 0)
