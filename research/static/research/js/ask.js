@@ -161,12 +161,10 @@ export class AskPanel {
     node.li.dataset.status = item.status;
     if (OPEN.has(item.status)) {
       node.answer.className = "conv-answer conv-writing";
-      node.answer.setAttribute("aria-busy", "true");
       node.answer.replaceChildren(h("span", { class: "live-dot", "aria-hidden": "true" }), h("span", { text: WRITING }));
       if (!OPEN.has(was)) this.announce(WRITING); // a question new here, from this tab or another
       return null;
     }
-    node.answer.removeAttribute("aria-busy");
     if (item.status === "failed") {
       node.answer.className = "conv-answer conv-failed";
       node.answer.replaceChildren(h("p", { class: "form-error", text: FAILED }));
