@@ -2,6 +2,7 @@
 
 import json
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
@@ -20,7 +21,8 @@ class ApiError(Exception):
         self.field = field
 
 
-def json_body(request: HttpRequest) -> dict[str, Any]:
+def json_body(request: HttpRequest, fields: Collection[str] | None = None) -> dict[str, Any]:
+    """The request's JSON object; with `fields`, one holding any other key is refused (400 naming it)."""
     try:
         raw = request.body
     except RequestDataTooBig:
@@ -35,6 +37,9 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         raise ApiError(400, "malformed JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise ApiError(400, "request body must be a JSON object")
+    unknown = sorted(set(data) - set(fields)) if fields is not None else []
+    if unknown:
+        raise ApiError(400, f"unknown field: {unknown[0]}", unknown[0])
     return data
 
 
