@@ -195,6 +195,53 @@ def test_kill_9_worker_with_production_leases_costs_about_a_minute(
         stack.redis.stop()
 
 
+def kill_database_connections() -> int:
+    """Terminate every other connection to the test database (the workers', beat's, their heartbeats'): what a
+    PostgreSQL restart, a failover or a pooler restart does to the app. Returns how many went."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_database_connections_killed_twice_cost_a_retry_not_a_lease(
+    internet, transactional_db, research_model, user, fake_llm, fake_searx
+) -> None:
+    stack = make_stack(internet, PRODUCTION_LEASES)
+    try:
+        fake_llm.delays["website_analysis"] = 0.4
+        fake_searx.delay = 0.2
+        # given the time a 3x3 takes undisturbed on this stack, with production leases
+        undisturbed = stack.start(user, 3, 3)
+        wait_finished(undisturbed, timeout=300)
+        assert_complete_and_exact(undisturbed, 3, 3)
+        # when every database connection of the app is killed, twice, in the middle of another 3x3
+        research_id = stack.start(user, 3, 3)
+        analysed = Website.objects.filter(research_id=research_id, status="analyzed")
+        killed = []
+        for at in (4, 14):
+            wait_until(lambda at=at: analysed.count() >= at, timeout=120, message=f"{at} websites analysed")
+            killed.append(kill_database_connections())
+        wait_finished(research_id, timeout=400)
+        # then the steps that hit a dead connection ran again at once on fresh ones: the research is exact, within
+        # 30 s of its undisturbed time (a lapsed lease alone would cost 60 s)
+        assert_complete_and_exact(research_id, 3, 3)
+        print(
+            f"3x3 undisturbed {run_time(undisturbed):.1f} s, with {killed} connections killed "
+            f"{run_time(research_id):.1f} s"
+        )
+        assert min(killed) > 0
+        assert run_time(research_id) <= run_time(undisturbed) + 30, (run_time(research_id), run_time(undisturbed))
+    finally:
+        stack.beat.stop()
+        stack.pool.stop()
+        stack.redis.stop()
+
+
 def test_a_queue_longer_than_the_lease_fails_no_healthy_research(
     internet, transactional_db, research_model, user, fake_llm
 ) -> None:

@@ -69,15 +69,36 @@ class ResearchTask(Task):
             log.exception("failure handler of %s failed", self.name)
 
 
+# A step whose database connection died under it (a restart, a failover, a killed backend) runs again at once on a
+# fresh one, this many times, before Celery's retries with backoff take over: every thread's connection dies at
+# once, so a retry handed to another thread would meet a dead connection too, and its lease would have to lapse.
+FRESH_CONNECTION_RUNS = 2
+
+
+def connection_broken() -> bool:
+    """Whether this thread's database connection is gone (as opposed to a statement that failed on a live one: a
+    lock or statement timeout, which a retry with backoff suits)."""
+    return connection.connection is None or not connection.is_usable()
+
+
 def register(step: Step) -> Task:
     """Make a step of the registry a Celery task of its name (adding the step to the registry if it is new)."""
     REGISTRY[step.name] = step
 
     def run(self: Task, *args: Any) -> None:
-        if step.takes_task_id:
-            step.run(*args, task_id=self.request.id)
-        else:
-            step.run(*args)
+        for again in range(FRESH_CONNECTION_RUNS + 1):
+            try:
+                if step.takes_task_id:
+                    step.run(*args, task_id=self.request.id)
+                else:
+                    step.run(*args)
+                return
+            except (OperationalError, InterfaceError):
+                # Steps are idempotent and a run again keeps the task id, so it takes its own claim up again.
+                if again == FRESH_CONNECTION_RUNS or connection.in_atomic_block or not connection_broken():
+                    raise
+                connection.close()
+                log.warning("%s: database connection lost; running it again on a fresh one", step.name)
 
     run.__doc__ = step.run.__doc__
     return app.task(name=step.name, base=ResearchTask, bind=True)(run)
