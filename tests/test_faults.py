@@ -42,7 +42,7 @@ from research.models import (
 )
 from research.planning import total_queries
 from research.snapshot import build_snapshot
-from tests.support.e2e import WORKER_ENV, wait_finished
+from tests.support.e2e import WORKER_ENV, queued_messages, wait_finished
 from tests.support.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -236,6 +236,39 @@ def test_database_connections_killed_twice_cost_a_retry_not_a_lease(
         )
         assert min(killed) > 0
         assert run_time(research_id) <= run_time(undisturbed) + 30, (run_time(research_id), run_time(undisturbed))
+    finally:
+        stack.beat.stop()
+        stack.pool.stop()
+        stack.redis.stop()
+
+
+def test_redis_emptied_mid_research_loses_no_work(
+    internet, transactional_db, research_model, user, fake_llm, fake_searx
+) -> None:
+    # one worker of 2 slots, so that steps wait on the broker
+    stack = make_stack(internet, PRODUCTION_LEASES, workers=1, concurrency=2)
+    try:
+        fake_llm.delays["website_analysis"] = 0.4
+        fake_searx.delay = 0.2
+        # given the time a 2x2 takes undisturbed on this stack, with production leases
+        undisturbed = stack.start(user, 2, 2)
+        wait_finished(undisturbed, timeout=300)
+        assert_complete_and_exact(undisturbed, 2, 2)
+        # when Redis is emptied (a restart without persistence) in the middle of another 2x2, steps waiting on it
+        research_id = stack.start(user, 2, 2)
+        broker = redis.Redis.from_url(stack.redis.url)
+        wait_until(lambda: queued_messages(broker) >= 3, timeout=120, message="3 steps waiting on the broker")
+        lost = queued_messages(broker)
+        broker.flushall()
+        wait_finished(research_id, timeout=400)
+        # then the sweeper finds the work whose messages went with it (two sweeps after the broker stands empty),
+        # and the research is exact within 90 s of its undisturbed time
+        assert_complete_and_exact(research_id, 2, 2)
+        print(
+            f"2x2 undisturbed {run_time(undisturbed):.1f} s, with Redis emptied of {lost} messages "
+            f"{run_time(research_id):.1f} s"
+        )
+        assert run_time(research_id) <= run_time(undisturbed) + 90, (run_time(research_id), run_time(undisturbed))
     finally:
         stack.beat.stop()
         stack.pool.stop()

@@ -57,6 +57,9 @@ class Sweep:
     now: datetime
     lease_cutoff: datetime  # a worker's lease renewed before this has lapsed: the worker is dead
     queue_cutoff: datetime  # a step waiting in the queue since before this may have lost its message
+    # A step waiting since before this while the broker holds no message at all has lost its message (Redis emptied,
+    # or a publish that failed after its commit)
+    idle_cutoff: datetime
     done: Counter
     broker_idle: bool = False
     priorities: dict[Any, int] = field(default_factory=dict)
@@ -71,15 +74,16 @@ class Sweep:
 
     def due(self) -> Q:
         """Rows whose step must run again: held by a worker that stopped renewing its lease, or waiting in the
-        queue for longer than QUEUE_GRACE_SECONDS (its message may have been lost), or for longer than a lease while
-        the broker holds no message at all (then it was lost: a worker killed between its commit and its publish)."""
+        queue for longer than QUEUE_GRACE_SECONDS (its message may have been lost), or for longer than
+        IDLE_BROKER_GRACE while the broker holds no message at all (then it was lost: Redis emptied by a restart, a
+        worker killed between its commit and its publish)."""
         waiting = Q(claimed_by__in=WAITING)
         queued_since = Q(claimed_at__lt=self.queue_cutoff) | Q(
             claimed_at__isnull=True, created_at__lt=self.queue_cutoff
         )
         if self.broker_idle:
-            queued_since |= Q(claimed_at__lt=self.lease_cutoff) | Q(
-                claimed_at__isnull=True, created_at__lt=self.lease_cutoff
+            queued_since |= Q(claimed_at__lt=self.idle_cutoff) | Q(
+                claimed_at__isnull=True, created_at__lt=self.idle_cutoff
             )
         return (~waiting & Q(claimed_at__lt=self.lease_cutoff)) | (waiting & queued_since)
 
@@ -124,6 +128,7 @@ def sweep(finders: Iterable[Finder]) -> dict[str, int]:
         now,
         now - timedelta(seconds=settings.LEASE_SECONDS),
         now - timedelta(seconds=settings.QUEUE_GRACE_SECONDS),
+        now - timedelta(seconds=idle_broker_grace()),
         Counter(),
         broker_idle(),
     )
@@ -132,6 +137,13 @@ def sweep(finders: Iterable[Finder]) -> dict[str, int]:
     if state.done:
         log.warning("sweep re-queued or failed: %s", dict(state.done))
     return dict(state.done)
+
+
+def idle_broker_grace() -> float:
+    """How long a step may wait, with no message on the broker, before its message counts as lost: two sweeps (a
+    worker takes a message off the broker and reserves its row within milliseconds; a duplicate is a no-op, so this
+    need not be long), at least 5 s, at most a lease."""
+    return min(settings.LEASE_SECONDS, max(2 * settings.SWEEP_INTERVAL, 5))
 
 
 def broker_idle() -> bool:
