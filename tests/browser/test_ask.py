@@ -66,6 +66,15 @@ def test_ask_from_the_page_and_see_the_thread_in_every_tab(
     asked = AskedQuestion.objects.get(research_id=research_id)
     assert asked.status == AnswerStatus.ANSWERED and asked.sources_answer is True
     assert citation.get_attribute("href") in asked.answer
+    # and the downloads can carry the conversation as an appendix
+    expect(a.locator("#download-pdf")).to_have_attribute("href", f"/api/research/{research_id}/report.pdf")
+    a.locator("#export-conversation").check()
+    for name in ("md", "pdf", "docx"):
+        expect(a.locator(f"[id^=download-][href*='report.{name}']")).to_have_attribute(
+            "href", f"/api/research/{research_id}/report.{name}?conversation=1"
+        )
+    appendix = a.request.get(f"{a.url.split('/research/')[0]}/api/research/{research_id}/report.md?conversation=1")
+    assert appendix.ok and "## Questions and answers" in appendix.text()
     # and the second tab shows the same question and answer without a reload
     other = b.locator("#conversation-thread > li")
     expect(other).to_have_count(1)

@@ -48,6 +48,8 @@ export class ResearchView {
       downloadError: $("#download-error"),
       downloadPdf: $("#download-pdf"),
       downloadDocx: $("#download-docx"),
+      exportConversation: $("#export-conversation"),
+      exportConversationField: $("#export-conversation-field"),
       queries: $("#s-queries"),
       analysed: $("#s-analysed"),
       failed: $("#s-failed"),
@@ -84,6 +86,8 @@ export class ResearchView {
       });
     }
     this.el.cancel.addEventListener("click", () => this.cancel());
+    // The downloads carry the conversation as an appendix when asked to (the server's ?conversation=1).
+    this.el.exportConversation.addEventListener("change", () => this.exportLinks());
     this.el.rename.addEventListener("click", () => this.startRename());
     this.el.renameForm.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -145,6 +149,8 @@ export class ResearchView {
     show(this.el.downloadError, false);
     show(this.el.downloadPdf, false);
     show(this.el.downloadDocx, false);
+    show(this.el.exportConversationField, false);
+    this.el.exportConversation.checked = false;
     show(this.tabs.report.tab, false);
     show(this.tabs.error.tab, false);
     this.select("log");
@@ -257,20 +263,31 @@ export class ResearchView {
     this.el.progress.dataset.status = r.status;
   }
 
+  // The report's downloads, with the conversation as an appendix when its box is ticked.
+  exportLinks(id = this.exportId) {
+    this.exportId = id;
+    if (!id) return;
+    const suffix = this.el.exportConversation.checked ? "?conversation=1" : "";
+    this.el.downloadReport.href = `/api/research/${id}/report.md${suffix}`;
+    this.el.downloadPdf.href = `/api/research/${id}/report.pdf${suffix}`;
+    this.el.downloadDocx.href = `/api/research/${id}/report.docx${suffix}`;
+  }
+
   renderActions(r, snapshot) {
     show(this.el.cancel, ACTIVE_STATUSES.has(r.status));
     show(this.el.rename, true);
     // A research under way is cancelled before it is deleted (the server refuses otherwise).
     show(this.el.delete, !ACTIVE_STATUSES.has(r.status));
-    this.el.downloadReport.href = `/api/research/${r.id}/report.md`;
     this.el.downloadError.href = `/api/research/${r.id}/error-output.md`;
     show(this.el.downloadReport, Boolean(snapshot.report));
     show(this.el.downloadError, Boolean(snapshot.error_output));
     // Exports of the latest report, built by the server per request (research/web/exports.py).
-    this.el.downloadPdf.href = `/api/research/${r.id}/report.pdf`;
-    this.el.downloadDocx.href = `/api/research/${r.id}/report.docx`;
     show(this.el.downloadPdf, Boolean(snapshot.report));
     show(this.el.downloadDocx, Boolean(snapshot.report));
+    const answered = (snapshot.conversation || []).some((item) => item.status === "answered");
+    show(this.el.exportConversationField, Boolean(snapshot.report) && answered);
+    if (!answered) this.el.exportConversation.checked = false;
+    this.exportLinks(r.id);
     if (r.status === "awaiting_answers") {
       const resume = h("button", { type: "button", class: "button button-primary", text: "Answer and start" });
       resume.addEventListener("click", () => this.onResume(snapshot));
