@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,18 @@ class Stack:
         self.app.send_task("workers.tasks.start_research_task", args=[str(research.pk)])
         return str(research.pk)
 
+    def undisturbed(self, owner, breadth: int, depth: int) -> str:
+        """A research run to its end with nothing done to the stack: the time a disturbed one is held to."""
+        research_id = self.start(owner, breadth, depth)
+        wait_finished(research_id, timeout=300)
+        assert_complete_and_exact(research_id, breadth, depth)
+        return research_id
+
+    def stop(self) -> None:
+        self.beat.stop()
+        self.pool.stop()
+        self.redis.stop()
+
 
 def make_stack(
     internet: dict[str, str], extra: dict[str, str] | None = None, workers: int = 2, concurrency: int = 6
@@ -92,9 +105,7 @@ def make_stack(
 def stack(internet, transactional_db, research_model) -> Iterator[Stack]:
     built = make_stack(internet)
     yield built
-    built.beat.stop()
-    built.pool.stop()
-    built.redis.stop()
+    built.stop()
 
 
 def assert_complete_and_exact(research_id: str, breadth: int, depth: int) -> None:
@@ -168,18 +179,28 @@ def run_time(research_id: str) -> float:
 PRODUCTION_LEASES = {"LEASE_SECONDS": "60", "SWEEP_INTERVAL": "15", "MAX_ATTEMPTS": "3", "QUEUE_GRACE_SECONDS": "600"}
 
 
+@contextmanager
+def production_stack(
+    internet: dict[str, str], fake_llm: Any, fake_searx: Any, workers: int = 2, concurrency: int = 6
+) -> Iterator[Stack]:
+    """A stack with a deployment's leases and sweep period, and the analysis and search latencies the tests of
+    what a fault costs under them share."""
+    stack = make_stack(internet, PRODUCTION_LEASES, workers=workers, concurrency=concurrency)
+    try:
+        fake_llm.delays["website_analysis"] = 0.4
+        fake_searx.delay = 0.2
+        yield stack
+    finally:
+        stack.stop()
+
+
 @pytest.mark.timeout(900)
 def test_kill_9_worker_with_production_leases_costs_about_a_minute(
     internet, transactional_db, research_model, user, fake_llm, fake_searx
 ) -> None:
-    stack = make_stack(internet, PRODUCTION_LEASES)
-    try:
-        fake_llm.delays["website_analysis"] = 0.4
-        fake_searx.delay = 0.2
+    with production_stack(internet, fake_llm, fake_searx) as stack:
         # given the time a 3x3 takes undisturbed on this stack
-        undisturbed = stack.start(user, 3, 3)
-        wait_finished(undisturbed, timeout=300)
-        assert_complete_and_exact(undisturbed, 3, 3)
+        undisturbed = stack.undisturbed(user, 3, 3)
         # when a worker is killed in the middle of another 3x3
         research_id = stack.start(user, 3, 3)
         kill_a_busy_worker(stack, research_id)
@@ -189,10 +210,6 @@ def test_kill_9_worker_with_production_leases_costs_about_a_minute(
         assert_complete_and_exact(research_id, 3, 3)
         print(f"3x3 undisturbed {run_time(undisturbed):.1f} s, with a worker killed {run_time(research_id):.1f} s")
         assert run_time(research_id) <= run_time(undisturbed) + 90, (run_time(research_id), run_time(undisturbed))
-    finally:
-        stack.beat.stop()
-        stack.pool.stop()
-        stack.redis.stop()
 
 
 def kill_database_connections() -> int:
@@ -211,14 +228,9 @@ def kill_database_connections() -> int:
 def test_database_connections_killed_twice_cost_a_retry_not_a_lease(
     internet, transactional_db, research_model, user, fake_llm, fake_searx
 ) -> None:
-    stack = make_stack(internet, PRODUCTION_LEASES)
-    try:
-        fake_llm.delays["website_analysis"] = 0.4
-        fake_searx.delay = 0.2
+    with production_stack(internet, fake_llm, fake_searx) as stack:
         # given the time a 3x3 takes undisturbed on this stack, with production leases
-        undisturbed = stack.start(user, 3, 3)
-        wait_finished(undisturbed, timeout=300)
-        assert_complete_and_exact(undisturbed, 3, 3)
+        undisturbed = stack.undisturbed(user, 3, 3)
         # when every database connection of the app is killed, twice, in the middle of another 3x3
         research_id = stack.start(user, 3, 3)
         analysed = Website.objects.filter(research_id=research_id, status="analyzed")
@@ -236,24 +248,15 @@ def test_database_connections_killed_twice_cost_a_retry_not_a_lease(
         )
         assert min(killed) > 0
         assert run_time(research_id) <= run_time(undisturbed) + 30, (run_time(research_id), run_time(undisturbed))
-    finally:
-        stack.beat.stop()
-        stack.pool.stop()
-        stack.redis.stop()
 
 
 def test_redis_emptied_mid_research_loses_no_work(
     internet, transactional_db, research_model, user, fake_llm, fake_searx
 ) -> None:
     # one worker of 2 slots, so that steps wait on the broker
-    stack = make_stack(internet, PRODUCTION_LEASES, workers=1, concurrency=2)
-    try:
-        fake_llm.delays["website_analysis"] = 0.4
-        fake_searx.delay = 0.2
+    with production_stack(internet, fake_llm, fake_searx, workers=1, concurrency=2) as stack:
         # given the time a 2x2 takes undisturbed on this stack, with production leases
-        undisturbed = stack.start(user, 2, 2)
-        wait_finished(undisturbed, timeout=300)
-        assert_complete_and_exact(undisturbed, 2, 2)
+        undisturbed = stack.undisturbed(user, 2, 2)
         # when Redis is emptied (a restart without persistence) in the middle of another 2x2, steps waiting on it
         research_id = stack.start(user, 2, 2)
         broker = redis.Redis.from_url(stack.redis.url)
@@ -269,10 +272,6 @@ def test_redis_emptied_mid_research_loses_no_work(
             f"{run_time(research_id):.1f} s"
         )
         assert run_time(research_id) <= run_time(undisturbed) + 90, (run_time(research_id), run_time(undisturbed))
-    finally:
-        stack.beat.stop()
-        stack.pool.stop()
-        stack.redis.stop()
 
 
 def test_a_queue_longer_than_the_lease_fails_no_healthy_research(
@@ -296,9 +295,7 @@ def test_a_queue_longer_than_the_lease_fails_no_healthy_research(
             assert_complete_and_exact(research_id, breadth, 2)
         assert max(run_time(first), run_time(second)) > 2 * 2  # the backlog outlasted the leases
     finally:
-        stack.beat.stop()
-        stack.pool.stop()
-        stack.redis.stop()
+        stack.stop()
 
 
 @pytest.mark.timeout(600)
@@ -325,9 +322,7 @@ def test_a_small_research_is_not_stuck_behind_a_large_one(
     finally:
         if large is not None:
             cancel_research(large)
-        stack.beat.stop()
-        stack.pool.stop()
-        stack.redis.stop()
+        stack.stop()
 
 
 def test_redis_restart_mid_research(stack, user, fake_llm) -> None:

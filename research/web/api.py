@@ -232,6 +232,13 @@ def research_events(request: HttpRequest, research_id: str) -> HttpResponse:
     return JsonResponse({"events": [event_payload(event) for event in events]})
 
 
+def _html(markdown: str) -> HttpResponse:
+    """Markdown as sanitised HTML, for the page to insert (the report, a section, an answer): never cached shared."""
+    response = HttpResponse(render_markdown(markdown), content_type="text/html; charset=utf-8")
+    response["Cache-Control"] = "private, no-cache"
+    return response
+
+
 def reader_links(request: HttpRequest, markdown: str) -> str:
     """The markdown with its collection citations as stable links at the address this reader reached the app at."""
     return public_links(markdown, request.build_absolute_uri("/"))
@@ -253,9 +260,7 @@ def _document(
         markdown = exports.with_conversation(markdown, _answered(research))
     markdown = reader_links(request, markdown)
     if html:
-        response = HttpResponse(render_markdown(markdown), content_type="text/html; charset=utf-8")
-        response["Cache-Control"] = "private, no-cache"
-        return response
+        return _html(markdown)
     response = HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
     if titled:
         title = report_title(document.markdown) or research.title or "Research report"
@@ -285,11 +290,7 @@ def report_section_html(request: HttpRequest, research_id: str, position: int) -
     ).first()
     if section is None:
         raise ApiError(404, "this section is not written (yet)")
-    response = HttpResponse(
-        render_markdown(reader_links(request, section.markdown)), content_type="text/html; charset=utf-8"
-    )
-    response["Cache-Control"] = "private, no-cache"
-    return response
+    return _html(reader_links(request, section.markdown))
 
 
 @api_view("GET")
@@ -382,11 +383,7 @@ def answer_html(request: HttpRequest, research_id: str, question_id: int) -> Htt
     asked = AskedQuestion.objects.filter(research=research, pk=question_id, status=AnswerStatus.ANSWERED).first()
     if asked is None:
         raise ApiError(404, "this question is not answered (yet)")
-    response = HttpResponse(
-        render_markdown(reader_links(request, asked.answer)), content_type="text/html; charset=utf-8"
-    )
-    response["Cache-Control"] = "private, no-cache"
-    return response
+    return _html(reader_links(request, asked.answer))
 
 
 # --- Review the plan: edit the top-level queries of a research awaiting review, then approve (research/plan_review.py)

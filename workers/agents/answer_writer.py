@@ -11,7 +11,7 @@ from django.conf import settings
 
 from research.text.storable import storable_data
 from workers.agents.common import Fence
-from workers.agents.report_writer import _PARAGRAPHS, _finding_blocks
+from workers.agents.report_writer import _PARAGRAPHS, _finding_blocks, _packets
 from workers.agents.report_writer import SYSTEM as REPORT_SYSTEM
 from workers.agents.types import Answer, SourceNote
 from workers.clients.llm import answer_tokens, complete_json, room_for
@@ -50,23 +50,12 @@ def answer(question: str, prompt: str, sources: list[SourceNote]) -> Answer:
     ask = "Answer the question. Every sentence lists its source numbers and the exact quotes it rests on."
     room = room_for("report_writer", model, answer_tokens("report_writer", model))
     budget = room.chars(room.left(SYSTEM, head, ask, reserve=_RESERVE))
-    lines: list[str] = []
-    room_left = max(2000, budget)
-    for header, findings in _finding_blocks(sources):
-        block = [header]
-        for line in findings:
-            if sum(len(x) + 1 for x in block) + len(line) + 1 > room_left:
-                break
-            block.append(line)
-        size = sum(len(x) + 1 for x in block)
-        if len(block) == 1 or (lines and size > room_left):
-            break  # full: the sources after this one rank lower
-        lines += block
-        room_left -= size
+    # The sources as the report's sections are given them, cut where the room ends: only the first part is sent.
+    packets = _packets(_finding_blocks(sources), max(2000, budget))
     fence = Fence.new("SOURCES")
     user = (
         f"{head}Numbered sources with the facts and passages taken from them, between {fence.start} and "
-        f"{fence.end}:\n{fence.around(chr(10).join(lines))}\n\n{ask}"
+        f"{fence.end}:\n{fence.around(packets[0] if packets else '')}\n\n{ask}"
     )
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
     result = complete_json("report_writer", messages, NAME, SCHEMA)

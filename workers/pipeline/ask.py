@@ -118,14 +118,9 @@ def relevant_sources(research_id: ResearchId, question: str) -> tuple[list[Sourc
     )
     if not wanted or not rows:
         return [], PageTexts(research_id, [])
-    ranker = BM25([counts(terms(f"{fact} {quote}")) for _, _, fact, quote in rows])
-    scored = sorted(
-        ((score, index) for index, score in enumerate(ranker.scores(wanted)) if score > 0),
-        key=lambda pair: (-pair[0], pair[1]),
-    )[:MAX_FINDINGS]
+    chosen = _best([counts(terms(f"{fact} {quote}")) for _, _, fact, quote in rows], wanted, MAX_FINDINGS)
     # A question in other words than the pages' matches little: the first findings of the tree (the top-level
     # branches' first) fill the rest, so that a model can still answer it, or say that they do not.
-    chosen = [index for _, index in scored]
     taken = set(chosen)
     chosen += [index for index in range(len(rows)) if index not in taken][: MAX_FINDINGS - len(chosen)]
     by_url: dict[str, SourceNote] = {}
@@ -157,11 +152,12 @@ def _add_passages(research_id: ResearchId, wanted: dict[str, float], notes: list
                 candidates.append((note, text))
     if not candidates:
         return
-    ranker = BM25([counts(terms(text)) for _, text in candidates])
-    best = sorted(
-        ((score, index) for index, score in enumerate(ranker.scores(wanted)) if score > 0),
-        key=lambda pair: (-pair[0], pair[1]),
-    )[:MAX_PASSAGES]
-    for _, index in best:
+    for index in _best([counts(terms(text)) for _, text in candidates], wanted, MAX_PASSAGES):
         note, text = candidates[index]
         note.findings.append((text, text))
+
+
+def _best(bags: list[dict[str, int]], wanted: dict[str, float], limit: int) -> list[int]:
+    """The indexes of the `limit` bags that match `wanted` best (BM25), best first; none that match nothing."""
+    scores = BM25(bags).scores(wanted)
+    return sorted((i for i, score in enumerate(scores) if score > 0), key=lambda i: (-scores[i], i))[:limit]
