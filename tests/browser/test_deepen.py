@@ -34,8 +34,10 @@ def test_dig_deeper_from_the_report_and_from_an_open_question(daphne, open_page,
         "How often they defrost, and what it costs",
     )
     expect(page.locator("#tab-log")).to_have_attribute("aria-selected", "true", timeout=15_000)
-    expect(page.locator("#r-status")).to_have_text("Researching", timeout=15_000)
-    expect(form).to_be_hidden()
+    # The research runs again for its next report version. A worker of the test session (up since an earlier test)
+    # may run so small a branch through before a push shows it running, so the log, not the status, is checked.
+    assert Research.objects.get(pk=first.pk).report_version == 2
+    expect(page.locator("#events")).to_contain_text("Digging deeper: defrost cycles below -20 C", timeout=15_000)
     # when she opens the second research's memory and digs into its open question
     page.goto(f"{daphne.url}/research/{second.pk}/")
     page.click("#tab-log")
