@@ -1,7 +1,7 @@
 """Admin: an operator can follow a running research (queries, websites, events) and find failures fast."""
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -23,9 +23,11 @@ from research.models import (
     ModelCheck,
     Page,
     Research,
+    ResearchQuerySet,
     SerpQuery,
     Website,
 )
+from research.usage import usage_of
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -99,8 +101,7 @@ class ResearchAdmin(admin.ModelAdmin):
         "id",
         "last_event_seq",
         "pending_queries",
-        "prompt_tokens",
-        "completion_tokens",
+        "tokens",
         "cost",
         "created_at",
         "updated_at",
@@ -110,16 +111,20 @@ class ResearchAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     inlines = [QuestionInline, QueryInline, MemoryInline, ConversationInline]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Research]:
+        # The totals of its model calls are summed from them (research/usage.py), for the list and the change form.
+        return cast(ResearchQuerySet, super().get_queryset(request)).with_usage()
+
     @admin.display(description="cost", ordering="cost_usd")
     def cost(self, research: Research) -> str:
         # A call to a model without a price makes the total a lower bound only: say so rather than under-report.
-        if research.unpriced_calls:
-            return "unknown"
-        return _dollars(research.cost_usd)
+        used = usage_of(research)
+        return "unknown" if used.unpriced_calls else _dollars(used.cost_usd)
 
     @admin.display(description="tokens", ordering="prompt_tokens")
     def tokens(self, research: Research) -> int:
-        return research.prompt_tokens + research.completion_tokens
+        used = usage_of(research)
+        return used.prompt_tokens + used.completion_tokens
 
 
 @admin.register(SerpQuery)

@@ -28,7 +28,7 @@ from research.lifecycle import stop_unfinished
 from research.models import EventType, Research, ResearchStatus
 from research.transactions import research_transaction
 from research.types import ResearchId
-from research.usage import MILLION, BudgetState, budget_state, price_of, unpriced_models
+from research.usage import MILLION, BudgetState, Usage, budget_state, price_of, totals, unpriced_models
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def _default_usd() -> Decimal | None:
     return Decimal(str(default)).quantize(USD_PLACES, rounding=ROUND_HALF_UP)
 
 
-def reached(research: Research | BudgetState) -> tuple[str, Any, Any] | None:
+def reached(research: BudgetState) -> tuple[str, Any, Any] | None:
     """The first budget the research has reached, as (stop reason, limit, spent); None while within all."""
     if research.budget_seconds and research.started_at:
         elapsed = (timezone.now() - research.started_at).total_seconds()
@@ -132,10 +132,12 @@ def reached(research: Research | BudgetState) -> tuple[str, Any, Any] | None:
 def spent(research: Research) -> str | None:
     """The token or dollar budget a research has spent whole (its stop reason), None while it has some left: a
     question asked of a finished research is a model call charged to it, and its budget bounds those too."""
-    tokens = research.prompt_tokens + research.completion_tokens
-    if research.budget_tokens and tokens >= research.budget_tokens:
+    if not research.budget_tokens and research.budget_usd is None:
+        return None
+    used = totals(research.pk)
+    if research.budget_tokens and used.prompt_tokens + used.completion_tokens >= research.budget_tokens:
         return TOKENS
-    if research.budget_usd is not None and research.cost_usd >= research.budget_usd:
+    if research.budget_usd is not None and used.cost_usd >= research.budget_usd:
         return USD
     return None
 
@@ -195,16 +197,18 @@ REPORT_COMPLETION_TOKENS = 2000
 MIN_REPORT_TOKENS = 1000
 
 
-def report_prompt_tokens(research: Research, cap: int | None = None) -> int:
+def report_prompt_tokens(research: Research, cap: int | None = None, used: Usage | None = None) -> int:
     """Tokens the report writer's sources may take: `cap` (REPORT_TOKEN_BUDGET by default), or less when a budget
-    has less left."""
+    has less left. `used`: what its calls spent so far (summed from them when it has a budget and this is None)."""
     allowed = settings.REPORT_TOKEN_BUDGET if cap is None else cap
-    if research.budget_tokens:
-        spent = research.prompt_tokens + research.completion_tokens
+    if used is None and (research.budget_tokens or research.budget_usd is not None):
+        used = totals(research.pk)
+    if research.budget_tokens and used is not None:
+        spent = used.prompt_tokens + used.completion_tokens
         allowed = min(allowed, research.budget_tokens - spent - REPORT_COMPLETION_TOKENS)
     price = price_of(settings.LLM_AGENT_MODELS["report_writer"])
-    if research.budget_usd is not None and price is not None and price[0] > 0:
-        left = research.budget_usd - research.cost_usd - price[1] * REPORT_COMPLETION_TOKENS / MILLION
+    if research.budget_usd is not None and price is not None and price[0] > 0 and used is not None:
+        left = research.budget_usd - used.cost_usd - price[1] * REPORT_COMPLETION_TOKENS / MILLION
         allowed = min(allowed, int(left * MILLION / price[0]))
     return max(MIN_REPORT_TOKENS, allowed)
 

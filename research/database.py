@@ -10,7 +10,7 @@ may change after it (docs/schema.md, "PostgreSQL and the embedded mode").
 """
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import connection
@@ -36,20 +36,23 @@ def one_statement_writes() -> bool:
     return _postgresql()
 
 
-def read_row(model: type[Model], pk: Any, columns: Sequence[str], sql: str) -> tuple[Any, ...] | None:
+def read_row(
+    model: type[Model], pk: Any, columns: Sequence[str], sql: str, annotations: Mapping[str, Any] | None = None
+) -> tuple[Any, ...] | None:
     """The values `columns` name, in order, of the `model` row with key `pk`; None when there is no such row.
 
     PostgreSQL: by `sql`, a hand-written SELECT of those columns whose one parameter is the key. psycopg returns the
     values as the ORM would (aware datetimes, Decimals), and these reads run per model request and per step, where
     the ORM would build the query anew every time. Embedded mode: by the ORM's values_list. The sqlite3 driver
     returns raw SQL's datetimes naive and its decimals as floats; the ORM's converters turn them into what the
-    callers compare and add up.
+    callers compare and add up. `annotations`: expressions some of `columns` name there (what `sql` computes).
     """
     if _postgresql():
         with connection.cursor() as cursor:
             cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
             return cursor.fetchone()
-    return model._default_manager.filter(pk=pk).order_by().values_list(*columns).first()
+    rows = model._default_manager.filter(pk=pk).order_by()
+    return rows.annotate(**(annotations or {})).values_list(*columns).first()
 
 
 def lock_row(model: type[Model], pk: Any) -> None:

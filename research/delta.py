@@ -112,7 +112,7 @@ def build_delta(research_id: ResearchId, since: Since | None) -> dict[str, Any]:
     row comes with the changed rows and the order of all its keys, which also says which rows are gone. One query finds
     the changed rows of every table; the rest load only those, so a push of one event costs a few queries
     whatever the size of the tree."""
-    research = Research.objects.get(pk=research_id)
+    research = Research.objects.with_usage().get(pk=research_id)
     xmin = since.xmin if since is not None and database.supports_xmin() else None
     delta: dict[str, Any] = {
         "version": DELTA_VERSION,

@@ -6,12 +6,13 @@ ever changed with conditional UPDATEs inside the transaction that finishes a nod
 """
 
 import uuid
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models import Q
+from django.db.models import Count, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 
 def _status_check(name: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
@@ -45,6 +46,29 @@ class ResearchMode(models.TextChoices):
     ADAPTIVE = "adaptive"  # each branch is evaluated and goes deeper only while it needs to; `depth` is the maximum
 
 
+def call_totals(research: str, prefix: str = "") -> dict[str, Coalesce]:
+    """The totals of the model calls of the research that the field `research` of the outer query names, as
+    annotations: `prompt_tokens`, `completion_tokens`, `cost_usd` (of the priced calls) and `unpriced_calls` (calls
+    of a model with no known price: while any, its cost is unknown), each behind `prefix`."""
+    calls = LlmCall.objects.filter(research_id=OuterRef(research)).order_by().values("research_id")
+
+    def total(expression: Any, output: models.Field) -> Coalesce:
+        return Coalesce(Subquery(calls.annotate(total=expression).values("total")[:1]), 0, output_field=output)
+
+    return {
+        f"{prefix}prompt_tokens": total(Sum("prompt_tokens"), models.BigIntegerField()),
+        f"{prefix}completion_tokens": total(Sum("completion_tokens"), models.BigIntegerField()),
+        f"{prefix}cost_usd": total(Sum("cost_usd"), models.DecimalField(max_digits=14, decimal_places=6)),
+        f"{prefix}unpriced_calls": total(Count("id", filter=Q(cost_usd__isnull=True)), models.IntegerField()),
+    }
+
+
+class ResearchQuerySet(models.QuerySet["Research"]):
+    def with_usage(self) -> "ResearchQuerySet":
+        """Each research with the totals of its model calls (`call_totals`), in one query."""
+        return self.annotate(**call_totals("pk"))
+
+
 class Research(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="researches")
@@ -73,12 +97,8 @@ class Research(models.Model):
     pending_queries = models.IntegerField(default=0)
     # Quotes the website analyzer gave that were not in the page text, so were not stored.
     quotes_dropped = models.PositiveIntegerField(default=0)
-    # Totals of the model calls recorded in LlmCall, kept by research/usage.py as each call ends.
-    prompt_tokens = models.BigIntegerField(default=0)
-    completion_tokens = models.BigIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
-    # Calls of a model with no known price: while any, the research's cost is unknown (null in the snapshot).
-    unpriced_calls = models.PositiveIntegerField(default=0)
+    # What its model calls spent is not kept here: each call is a row of LlmCall, summed when read
+    # (`Research.objects.with_usage()`, research/usage.py), so that a call's accounting never waits on this row.
     # What the research may spend; null = no limit (defaults and maxima are settings).
     budget_seconds = models.PositiveIntegerField(null=True, blank=True)
     budget_tokens = models.BigIntegerField(null=True, blank=True)
@@ -102,6 +122,8 @@ class Research(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ResearchQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -33,7 +33,7 @@ from research.models import (
 )
 from research.planning import descendants, gap_round_queries
 from research.types import ResearchId
-from research.usage import research_cost
+from research.usage import research_cost, usage_of
 
 SNAPSHOT_VERSION = 3
 
@@ -56,7 +56,7 @@ def research_summary(research: Research) -> dict[str, Any]:
 def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
     """Load the research, its questions, queries, websites, extracts, memory, documents, report sections and
     conversation: nine queries in all (the coverage is counted from what they load)."""
-    research = Research.objects.get(pk=research_id)
+    research = Research.objects.with_usage().get(pk=research_id)
     questions = list(
         FollowUpQuestion.objects.filter(research_id=research.pk)
         .order_by("position")
@@ -182,6 +182,8 @@ def conversation(research_id: ResearchId) -> list[dict[str, Any]]:
 
 
 def research_state(research: Research) -> dict[str, Any]:
+    """`research` read with the totals of its calls (`Research.objects.with_usage()`)."""
+    used = usage_of(research)
     return {
         **research_summary(research),
         "prompt": research.prompt,
@@ -209,9 +211,9 @@ def research_state(research: Research) -> dict[str, Any]:
         "report_words": research.report_words,
         "review_plan": research.review_plan,
         "usage": {
-            "prompt_tokens": research.prompt_tokens,
-            "completion_tokens": research.completion_tokens,
-            "cost_usd": research_cost(research),
+            "prompt_tokens": used.prompt_tokens,
+            "completion_tokens": used.completion_tokens,
+            "cost_usd": research_cost(used),
         },
     }
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from django.db.models import Case, F, Q, Value, When
@@ -258,18 +257,6 @@ def add_gap_round(research_id: ResearchId, score: float, round_: int, queries: i
 def keep_outline(research_id: ResearchId, outline: dict[str, Any]) -> None:
     """What the report's assembly needs of its outline (title, summary, the writer's relevance verdict)."""
     _research(research_id).update(report_outline=outline)
-
-
-def add_usage(
-    research_id: ResearchId, prompt_tokens: int, completion_tokens: int, cost_usd: Decimal | float | None
-) -> None:
-    """A model call's tokens and cost; a call with no price counts as unpriced."""
-    _research(research_id).update(
-        prompt_tokens=F("prompt_tokens") + prompt_tokens,
-        completion_tokens=F("completion_tokens") + completion_tokens,
-        cost_usd=F("cost_usd") + (cost_usd or 0),
-        unpriced_calls=F("unpriced_calls") + (0 if cost_usd is not None else 1),
-    )
 
 
 def add_dropped_quotes(research_id: ResearchId, count: int) -> None:

@@ -1,7 +1,10 @@
-"""What model calls cost: every request is recorded as it ends, and the research's totals move with it.
+"""What model calls cost: every request is recorded as it ends, as one LlmCall row.
 
 A request that failed, timed out or answered with unusable output was still paid for (or may have been), so it
-is recorded like any other; the totals on the research row are what budgets and the snapshot read.
+is recorded like any other. A research's totals are the sums of its calls, read when wanted (the budgets before
+and after each request, the snapshot, the admin): recording a call is an INSERT, which waits on no other row.
+They used to be counters on the research row, and every model call of every worker then queued on that row's
+lock (with the tree's writes) to move them.
 """
 
 from datetime import datetime
@@ -10,9 +13,10 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from research import database, transitions
+from research import database
 from research.models import LlmCall, Research
 from research.types import ResearchId
 
@@ -38,7 +42,7 @@ def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal |
 
 
 class BudgetState(NamedTuple):
-    """What the budgets (research/budgets.py) read of a research row, as a row tuple: no model instance."""
+    """What the budgets (research/budgets.py) read of a research, as a row tuple: no model instance."""
 
     status: str
     stop_reason: str
@@ -51,11 +55,70 @@ class BudgetState(NamedTuple):
     cost_usd: Decimal
 
 
+_COLUMNS = BudgetState._fields[:6]
+
+
+def _sums(calls: str) -> str:
+    """The totals of BudgetState summed over `calls` (a table or subquery of LlmCall rows of one research)."""
+    return (
+        f"SELECT COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS "
+        f"completion_tokens, COALESCE(SUM(cost_usd), 0) AS cost_usd FROM {calls}"
+    )
+
+
+def spent_sql(alias: str) -> str:
+    """The totals of BudgetState for the research joined as `alias`, as three columns of a step's one read
+    (workers/pipeline/lifecycle.py). Summed only where the research has a budget of that kind, 0 where none could
+    be reached: a fetch or an analysis then reads no call at all."""
+    calls = f"FROM {LlmCall._meta.db_table} c WHERE c.research_id = {alias}.id"
+    tokens = f"{alias}.budget_tokens IS NULL"
+    return ", ".join(
+        f"CASE WHEN {unbounded} THEN 0 ELSE (SELECT COALESCE(SUM(c.{column}), 0) {calls}) END"
+        for unbounded, column in (
+            (tokens, "prompt_tokens"),
+            (tokens, "completion_tokens"),
+            (f"{alias}.budget_usd IS NULL", "cost_usd"),
+        )
+    )
+
+
 def budget_state(research_id: ResearchId) -> BudgetState | None:
-    # Read before every model request.
-    sql = f"SELECT {', '.join(BudgetState._fields)} FROM {Research._meta.db_table} WHERE id = %s"
+    # Read before every model request: the research's budget columns and the sums of its calls, one statement.
+    if not database.one_statement_writes():
+        research = Research.objects.with_usage().filter(pk=research_id).order_by()
+        row = research.values_list(*BudgetState._fields).first()
+        return BudgetState(*row) if row is not None else None
+    calls = f"{LlmCall._meta.db_table} WHERE research_id = research.id"
+    sql = (
+        f"SELECT {', '.join(f'research.{column}' for column in _COLUMNS)}, sums.* FROM {Research._meta.db_table} "
+        f"AS research, LATERAL ({_sums(calls)}) AS sums WHERE research.id = %s"
+    )
     row = database.read_row(Research, research_id, BudgetState._fields, sql)
     return BudgetState(*row) if row is not None else None
+
+
+class Usage(NamedTuple):
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: Decimal  # of the priced calls
+    unpriced_calls: int  # calls of a model with no known price: while any, the research's cost is unknown
+
+
+def totals(research_id: ResearchId) -> Usage:
+    """What a research's model calls spent, summed from them."""
+    calls = LlmCall.objects.filter(research_id=research_id)
+    sums = calls.aggregate(
+        prompt=Sum("prompt_tokens", default=0),
+        completion=Sum("completion_tokens", default=0),
+        usd=Sum("cost_usd", default=Decimal(0)),
+        unpriced=Count("id", filter=Q(cost_usd__isnull=True)),
+    )
+    return Usage(sums["prompt"], sums["completion"], sums["usd"], sums["unpriced"])
+
+
+def usage_of(research: Research) -> Usage:
+    """The totals a research was read with (`Research.objects.with_usage()`)."""
+    return Usage(*(getattr(research, name) for name in Usage._fields))
 
 
 def record_call(
@@ -67,27 +130,23 @@ def record_call(
     attempt: int,
     outcome: str,
 ) -> BudgetState | None:
-    """Record one request and add it to the research's totals (one statement, or its own short transaction);
-    what the budgets read of the research after it, None if the research is gone."""
+    """Record one request; what the budgets read of the research after it, None if the research is gone."""
     cost = cost_of(model, prompt_tokens, completion_tokens)
     if database.one_statement_writes():
-        # One statement, one commit: the totals move, the call is inserted with the owner the same row gives, and
-        # the budgets' columns come back, so the check after the call reads nothing (this runs per model request).
-        columns = ", ".join(BudgetState._fields)
+        # One statement, one commit, no row locked but the call's own: the call is inserted with the owner the
+        # research row gives, and the budgets' columns come back with the sums of the calls before it and this
+        # one (a statement does not see its own insert), so the check after the call reads nothing.
+        columns = ", ".join(f"research.{column}" for column in _COLUMNS)
+        calls = f"{LlmCall._meta.db_table} WHERE research_id = research.id"
         with connection.cursor() as cursor:
             cursor.execute(
-                f"WITH research AS (UPDATE {Research._meta.db_table} SET prompt_tokens = prompt_tokens + %s, "
-                "completion_tokens = completion_tokens + %s, cost_usd = cost_usd + %s, "
-                f"unpriced_calls = unpriced_calls + %s WHERE id = %s RETURNING id, owner_id, {columns}), "
+                f"WITH research AS (SELECT * FROM {Research._meta.db_table} WHERE id = %s), "
                 f"call AS (INSERT INTO {LlmCall._meta.db_table} (research_id, user_id, agent, model, prompt_tokens, "
                 "completion_tokens, cost_usd, attempt, outcome, created_at) "
                 "SELECT id, owner_id, %s, %s, %s, %s, %s, %s, %s, %s FROM research) "
-                f"SELECT {columns} FROM research",
+                f"SELECT {columns}, sums.prompt_tokens + %s, sums.completion_tokens + %s, sums.cost_usd + %s "
+                f"FROM research, LATERAL ({_sums(calls)}) AS sums",
                 [
-                    prompt_tokens,
-                    completion_tokens,
-                    cost or 0,
-                    0 if cost is not None else 1,
                     Research._meta.pk.get_db_prep_value(research_id, connection),
                     agent[:40],
                     model[:200],
@@ -97,6 +156,9 @@ def record_call(
                     attempt,
                     outcome,
                     timezone.now(),
+                    prompt_tokens,
+                    completion_tokens,
+                    cost or 0,
                 ],
             )
             row = cursor.fetchone()
@@ -116,15 +178,14 @@ def record_call(
             attempt=attempt,
             outcome=outcome,
         )
-        transitions.add_usage(research_id, prompt_tokens, completion_tokens, cost)
         return budget_state(research_id)
 
 
-def research_cost(research: Research) -> float | None:
+def research_cost(used: Usage) -> float | None:
     """The research's cost in dollars for the snapshot; None while any of its calls has no known price."""
-    if research.unpriced_calls:
+    if used.unpriced_calls:
         return None
-    return float(research.cost_usd)
+    return float(used.cost_usd)
 
 
 def models_in_use() -> set[str]:

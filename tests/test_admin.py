@@ -19,7 +19,7 @@ from research.models import (
     Research,
     Website,
 )
-from tests.support.factories import build_tree
+from tests.support.factories import build_tree, spend
 
 pytestmark = pytest.mark.django_db
 
@@ -77,17 +77,12 @@ def call(research: Research, tokens: int, usd: str | None, hours_ago: float = 0)
 def test_admin_shows_cost_per_research_and_unknown_when_unpriced(client, django_user_model) -> None:
     # given a priced research and one with an unpriced call
     superuser = django_user_model.objects.create_superuser("root", "root@example.com", "pw-long-enough-42")
-    Research.objects.create(
-        owner=superuser,
-        prompt="p",
-        title="Priced one",
-        cost_usd=Decimal("1.25"),
-        prompt_tokens=1000,
-        completion_tokens=234,
-    )
-    Research.objects.create(
-        owner=superuser, prompt="p", title="Unpriced one", cost_usd=Decimal("0.5"), unpriced_calls=2, prompt_tokens=7
-    )
+    priced = Research.objects.create(owner=superuser, prompt="p", title="Priced one")
+    spend(priced, 600, 200, "1.00")
+    spend(priced, 400, 34, "0.25")
+    unpriced = Research.objects.create(owner=superuser, prompt="p", title="Unpriced one")
+    spend(unpriced, 5, cost_usd="0.5")
+    spend(unpriced, 2)
     client.force_login(superuser)
     # when
     page = client.get("/admin/research/research/").content.decode()

@@ -8,6 +8,7 @@ import pytest
 
 from research import budgets
 from research.models import Research
+from research.usage import Usage
 
 # Transactional, so on_commit hooks (where tasks are queued) really run: "nothing queued" can fail.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,17 +96,19 @@ def test_the_report_takes_what_is_left_of_a_budget(settings) -> None:
     settings.LLM_AGENT_MODELS = {**settings.LLM_AGENT_MODELS, "report_writer": "m"}
     settings.LLM_PRICES = {"m": (0.15, 0.60)}
     settings.REPORT_TOKEN_BUDGET = 60_000
-    research = Research(prompt_tokens=10_000, completion_tokens=2_000, cost_usd=Decimal("0.002"))
+    research = Research()
+    used = Usage(prompt_tokens=10_000, completion_tokens=2_000, cost_usd=Decimal("0.002"), unpriced_calls=0)
     # no budget: the whole allowance
-    assert budgets.report_prompt_tokens(research) == 60_000
+    assert budgets.report_prompt_tokens(research, used=used) == 60_000
     # tokens: what is left, less the completion's share
     research.budget_tokens = 20_000
-    assert budgets.report_prompt_tokens(research) == 20_000 - 12_000 - budgets.REPORT_COMPLETION_TOKENS
+    assert budgets.report_prompt_tokens(research, used=used) == 20_000 - 12_000 - budgets.REPORT_COMPLETION_TOKENS
     # dollars: what is left, less the completion's price, at the prompt price
     research.budget_tokens = None
     research.budget_usd = Decimal("0.005")
     completion = Decimal("0.60") * budgets.REPORT_COMPLETION_TOKENS / 1_000_000
-    assert budgets.report_prompt_tokens(research) == int((Decimal("0.003") - completion) * 1_000_000 / Decimal("0.15"))
+    left = int((Decimal("0.003") - completion) * 1_000_000 / Decimal("0.15"))
+    assert budgets.report_prompt_tokens(research, used=used) == left
     # nothing left: still enough for a report that says something
-    research.cost_usd = Decimal("0.005")
-    assert budgets.report_prompt_tokens(research) == budgets.MIN_REPORT_TOKENS
+    used = used._replace(cost_usd=Decimal("0.005"))
+    assert budgets.report_prompt_tokens(research, used=used) == budgets.MIN_REPORT_TOKENS

@@ -23,6 +23,7 @@ from devtools.processes import wait_until
 from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool, process_env
 from research import dispatch, services
 from research.models import Event, FollowUpQuestion, LlmCall, Research, ResearchStatus
+from research.usage import totals
 from researchsite.asgi import application
 from tests.support.e2e import WORKER_ENV, settle, wait_finished
 from tests.support.logins import login, session_cookie
@@ -74,7 +75,7 @@ def test_followups_store_exactly_n(user, fakes, fake_llm: FakeLLM, model_returns
     assert stored_questions(research.pk) == asked
     events = list(Event.objects.filter(research=research).order_by("seq").values_list("seq", "type"))
     assert events == [(1, "generating_followups"), (2, "followups_generated")]
-    assert research.prompt_tokens > 0
+    assert totals(research.pk).prompt_tokens > 0
 
 
 @pytest.mark.django_db

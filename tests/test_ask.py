@@ -13,7 +13,7 @@ from devtools.processes import wait_until
 from research.models import AnswerStatus, AskedQuestion, Event, LlmCall, Page, Research, ResearchStatus, Website
 from research.text.quotes import PageText
 from tests.support.e2e import start_research, wait_finished
-from tests.support.factories import build_tree, running_research
+from tests.support.factories import build_tree, running_research, spend
 from tests.support.snapshot_schema import validate_snapshot
 from workers.pipeline.ask import UNANSWERED
 from workers.pipeline.citations import cited_urls
@@ -63,7 +63,8 @@ def test_ask_refuses_what_it_cannot_do(api, stranger, user, published) -> None:
     assert ask(stranger, done.pk, question="mine?").status_code == 404
     assert ask(api, running_research(user, 1, 1).pk, question="too soon?").status_code == 409
     assert api.get(f"/api/research/{done.pk}/ask").status_code == 405
-    Research.objects.filter(pk=done.pk).update(budget_tokens=1000, prompt_tokens=900, completion_tokens=100)
+    Research.objects.filter(pk=done.pk).update(budget_tokens=1000)
+    spend(done, 900, 100)
     refused = ask(api, done.pk, question="one more?")
     assert refused.status_code == 409 and "token budget (1,000 tokens)" in refused.json()["error"]["message"]
     assert not AskedQuestion.objects.exists() and published == []

@@ -65,7 +65,6 @@ def schema_rows() -> dict[str, str]:
 SUMMARISED = {
     # Fields a schema row names together rather than one by one.
     "timestamps": {"created_at", "updated_at"},
-    "token usage": {"prompt_tokens", "completion_tokens", "cost_usd", "unpriced_calls"},
 }
 
 

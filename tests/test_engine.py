@@ -16,6 +16,7 @@ from research.models import (
     WebsiteStatus,
 )
 from research.planning import level_breadth
+from research.usage import totals
 from tests.support.e2e import start_research, wait_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,7 +75,8 @@ def test_research_runs_to_a_cited_report(api, workers, research_model, fake_web)
         assert " ".join(extract.quote.split()) in " ".join(extract.website.page.text.split())
     seqs = list(Event.objects.filter(research_id=research_id).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
-    assert research.prompt_tokens > 0 and research.completion_tokens > 0
+    used = totals(research.pk)
+    assert used.prompt_tokens > 0 and used.completion_tokens > 0
 
 
 def test_url_is_fetched_once_per_research_and_analysed_per_objective(

@@ -15,6 +15,7 @@ from research.delta import read_push
 from research.events import record_event
 from research.models import Event, Research
 from research.push import research_group, user_group
+from tests.support.databases import database_dsn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -153,14 +154,3 @@ def test_a_push_steps_aside_from_an_exclusive_lock_and_goes_out_after_it(user, s
     assert message is not None
     assert [(e["seq"], e["data"]) for e in message["events"]] == [(1, {"n": 1})]
     loop.close()
-
-
-def database_dsn() -> dict:
-    settings_dict = connection.settings_dict
-    return {
-        "host": settings_dict["HOST"],
-        "port": settings_dict["PORT"] or 5432,
-        "user": settings_dict["USER"],
-        "dbname": settings_dict["NAME"],
-        "password": settings_dict["PASSWORD"] or None,
-    }

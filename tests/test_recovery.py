@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from research.models import Document, Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from tests.support.factories import running_research
+from tests.support.factories import running_research, spend
 from workers.pipeline.heartbeat import Heartbeat
 from workers.pipeline.lifecycle import start_research
 from workers.steps import sweep
@@ -196,7 +196,8 @@ def test_lost_report_publish_and_stuck_report_are_retried(user, published, setti
 
 def test_research_past_token_budget_stops_with_its_report_handed_on(running, published) -> None:
     # given a running research past its token budget, with a query still searching
-    Research.objects.filter(pk=running.pk).update(budget_tokens=1000, prompt_tokens=900, completion_tokens=200)
+    Research.objects.filter(pk=running.pk).update(budget_tokens=1000)
+    spend(running, 900, 200)
     query = SerpQuery.objects.create(
         research=running, depth=1, position=0, query="q", objective="o", status=QueryStatus.SEARCHING
     )
@@ -236,9 +237,8 @@ def test_a_budget_stop_whose_worker_died_half_way_is_finished_by_the_sweeper(run
 
 
 def test_a_research_within_its_budgets_is_left_running(running, published) -> None:
-    Research.objects.filter(pk=running.pk).update(
-        budget_tokens=1000, budget_usd="0.5000", budget_seconds=3600, prompt_tokens=500, cost_usd="0.1"
-    )
+    Research.objects.filter(pk=running.pk).update(budget_tokens=1000, budget_usd="0.5000", budget_seconds=3600)
+    spend(running, 500, cost_usd="0.1")
     assert "budget_stop" not in sweep()
     running.refresh_from_db()
     assert running.stop_reason == "" and not running.partial

@@ -2,13 +2,16 @@
 
 from decimal import Decimal
 
+import psycopg
 import pytest
+from django.db import connection
 from django.db.models import Sum
 
 from devtools.fakes import FakeLLM
 from research import services
 from research.models import CallOutcome, LlmCall, Research
-from research.usage import cost_of
+from research.usage import budget_state, cost_of, record_call, totals
+from tests.support.databases import database_dsn
 from workers.pipeline.followups import generate_followups
 
 pytestmark = pytest.mark.django_db
@@ -19,8 +22,7 @@ def write_questions(user, n: int = 2) -> Research:
     transactional, so the draft's own step is never queued)."""
     research = services.create_draft(user, "How do heat pumps perform in cold climates?", n)
     assert len(generate_followups(research.pk)) == n
-    research.refresh_from_db()
-    return research
+    return Research.objects.with_usage().get(pk=research.pk)
 
 
 def test_failed_and_retried_requests_are_recorded_and_counted(user, fakes, fake_llm: FakeLLM, settings) -> None:
@@ -80,3 +82,24 @@ def test_cost_of_rounds_to_the_micro_dollar(settings) -> None:
     assert cost_of("m", 1_000_000, 0) == Decimal("2.5")
     assert cost_of("m", 1, 1) == Decimal("0.000012")  # 0.0000125, rounded half to even
     assert cost_of("unknown", 1, 1) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_recording_a_call_waits_on_no_research_row(user, settings) -> None:
+    # given a research whose row another transaction holds, as a tree transaction's last statement holds it to
+    # its commit, and a budget, so that the check after the call reads the sums
+    settings.LLM_PRICES = {"m": (1.0, 2.0)}
+    research = Research.objects.create(owner=user, prompt="p", title="t", budget_tokens=10_000)
+    record_call(research.pk, "website_analyzer", "m", 100, 10, 1, CallOutcome.OK)
+    with psycopg.connect(**database_dsn()) as holder:
+        holder.execute("UPDATE research_research SET quotes_dropped = quotes_dropped + 1 WHERE id = %s", [research.pk])
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")  # waiting on the row would fail, not hang
+        # when a call ends meanwhile
+        state = record_call(research.pk, "website_analyzer", "m", 200, 20, 1, CallOutcome.OK)
+        holder.rollback()
+    # then it was recorded at once, and the budgets read the sums of both calls
+    assert state is not None and (state.prompt_tokens, state.completion_tokens) == (300, 30)
+    assert state.cost_usd == Decimal("0.000360")
+    assert totals(research.pk) == (300, 30, Decimal("0.000360"), 0)
+    assert budget_state(research.pk) == state

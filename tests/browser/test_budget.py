@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from research.models import LlmCall, Research, ResearchStatus
+from research.usage import totals
 from tests.support.browser import answer_one_question
 from tests.support.logins import sign_in
 
@@ -78,8 +79,8 @@ def test_budget_from_the_form_live_cost_and_partial_banner(
     # figures are those of a fresh load (they no longer change once every step has ended)
     settle_calls(research)
     page.reload()
-    research.refresh_from_db()
-    spent = research.prompt_tokens + research.completion_tokens
+    used = totals(research.pk)
+    spent = used.prompt_tokens + used.completion_tokens
     expect(tokens).to_have_text(f"{spent:,} of {TOKEN_BUDGET:,}")
-    expect(cost).to_have_text(f"${float(research.cost_usd):.4f}")
+    expect(cost).to_have_text(f"${float(used.cost_usd):.4f}")
     assert not watched.errors

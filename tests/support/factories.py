@@ -7,6 +7,7 @@ from research.models import (
     DocumentKind,
     Extract,
     FollowUpQuestion,
+    LlmCall,
     Page,
     PageStatus,
     QueryStatus,
@@ -17,6 +18,20 @@ from research.models import (
     WebsiteStatus,
 )
 from research.planning import children_per_query, total_queries
+
+
+def spend(research: Research, prompt_tokens: int, completion_tokens: int = 0, cost_usd: str | None = None) -> None:
+    """A model call the research made (its totals are the sums of its calls)."""
+    LlmCall.objects.create(
+        research=research,
+        user_id=research.owner_id,
+        agent="website_analyzer",
+        model="m",
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost_usd=cost_usd,
+        outcome="ok",
+    )
 
 
 def running_research(owner, breadth: int, depth: int) -> Research:

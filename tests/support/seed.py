@@ -20,6 +20,7 @@ from research.models import (
     Website,
 )
 from research.text.links import link_title
+from tests.support.factories import spend
 
 
 def add_event(research: Research, event_type: str, data: dict, at: datetime) -> None:
@@ -58,10 +59,9 @@ def seed_research(
         depth=2,
         started_at=created + timedelta(seconds=20),
         finished_at=created + timedelta(minutes=4) if status in ("completed", "failed", "cancelled") else None,
-        prompt_tokens=12_000,
-        completion_tokens=3_400,
     )
     research.refresh_from_db()
+    spend(research, 12_000, 3_400)
     at = created
     add_event(research, "generating_followups", {"num_questions": 2}, at)
     add_event(research, "followups_generated", {"questions": ["Which climates?", "Which years?"]}, at)

@@ -9,10 +9,10 @@ from django.db import transaction
 from research import budgets, database, dispatch, transitions
 from research.events import record_event
 from research.lifecycle import fail_research
-from research.models import EventType, Research, ResearchStatus, StepRow
+from research.models import EventType, Research, ResearchStatus, StepRow, call_totals
 from research.planning import total_queries
 from research.types import ResearchId
-from research.usage import BudgetState
+from research.usage import BudgetState, budget_state, spent_sql
 
 log = logging.getLogger(__name__)
 
@@ -50,29 +50,30 @@ def running_research(research_id: ResearchId) -> Research | None:
 
     A research found past a budget is stopped here (research/budgets.py), so the budget holds between sweeps.
     """
-    research = Research.objects.filter(pk=research_id).first()
-    if research is None or research.status != ResearchStatus.RUNNING or research.stop_reason:
+    state = budget_state(research_id)
+    if state is None or not may_start(research_id, state):
         return None
-    if budgets.reached(research) is not None:
-        budgets.check(research.pk)
-        return None
-    return research
+    return Research.objects.filter(pk=research_id).first()
 
 
-# What a step reads of its research, joined to its own row, to decide whether it may start (`may_start`).
-RESEARCH_STATE = tuple(f"research__{name}" for name in BudgetState._fields)
+# What a step reads of its research, joined to its own row, to decide whether it may start (`may_start`): the
+# research's columns, then what its model calls spent (summed from them, `_SPENT`).
+_COLUMNS = BudgetState._fields[:6]
+_SPENT = "research_"
+RESEARCH_STATE = (*(f"research__{name}" for name in _COLUMNS), *(_SPENT + name for name in BudgetState._fields[6:]))
 
 
 def step_row(model: type[StepRow], pk: Any, columns: list[str], sql: str) -> tuple[Any, ...] | None:
     """The one row a step starts from: what `columns` name, in that order, read by `sql` (its one parameter the
     row's key) on PostgreSQL and by a values_list in the embedded mode (research/database.py, `read_row`). The ORM
     built that query anew for every task, ordering by the model's default ordering (joins) to take its first row."""
-    return database.read_row(model, pk, columns, sql)
+    return database.read_row(model, pk, columns, sql, call_totals("research_id", prefix=_SPENT))
 
 
 def state_sql(alias: str) -> str:
-    """The columns of RESEARCH_STATE, in order, of the research joined as `alias`."""
-    return ", ".join(f"{alias}.{name}" for name in BudgetState._fields)
+    """The columns of RESEARCH_STATE, in order, of the research joined as `alias` (the sums of its calls where
+    it has a token or dollar budget)."""
+    return ", ".join([*(f"{alias}.{name}" for name in _COLUMNS), spent_sql(alias)])
 
 
 def may_start(research_id: ResearchId, state: BudgetState) -> bool:
