@@ -164,7 +164,7 @@ def check(research_id: ResearchId, known: BudgetState | None = None) -> bool:
 
 def stop(research_id: ResearchId, reason: str, limit: Any, spent: Any) -> bool:
     """Stop a running research on a budget; False if it was not running or was stopped already."""
-    with research_transaction(research_id):
+    with research_transaction(research_id, ending=True):
         # A research whose every query is counted off already has its whole report coming: nothing to stop.
         if not transitions.stop_on_budget(research_id, reason):
             return False

@@ -55,17 +55,20 @@ def read_row(
     return rows.annotate(**(annotations or {})).values_list(*columns).first()
 
 
-def lock_row(model: type[Model], pk: Any) -> None:
+def lock_row(model: type[Model], pk: Any, exclusive: bool = False) -> None:
     """Inside a transaction: hold the `model` row with key `pk` against other writers of it until the transaction ends.
 
     PostgreSQL: `SELECT ... FOR NO KEY UPDATE`, a row lock that rows being inserted with a foreign key to it (which
-    take FOR KEY SHARE) do not wait for. Embedded mode: nothing. SQLite has no row locks; the IMMEDIATE transaction
-    already holds the database's one write lock, which serialises every writer.
+    take FOR KEY SHARE) do not wait for. `exclusive`: FOR UPDATE, which waits for those too, and for the tree
+    transactions that read the row FOR KEY SHARE (workers/pipeline/tree_writes.py), and makes them wait. Embedded
+    mode: nothing. SQLite has no row locks; the IMMEDIATE transaction already holds the database's one write lock,
+    which serialises every writer.
     """
     if _postgresql():
+        strength = "UPDATE" if exclusive else "NO KEY UPDATE"
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT 1 FROM {model._meta.db_table} WHERE {model._meta.pk.column} = %s FOR NO KEY UPDATE",
+                f"SELECT 1 FROM {model._meta.db_table} WHERE {model._meta.pk.column} = %s FOR {strength}",
                 [model._meta.pk.get_db_prep_value(pk, connection)],
             )
 

@@ -41,7 +41,7 @@ def cancel_research(research_id: ResearchId, by: str = "user", statuses: Collect
     """Cancel an unfinished research (in one of `statuses`): queued work finds it cancelled and stops. False if
     it was not in one of them. `by`: who cancelled it, for the event ("user", or "expiry" for a plan left waiting)."""
     now = timezone.now()
-    with research_transaction(research_id):
+    with research_transaction(research_id, ending=True):
         if not transitions.cancel(research_id, now, statuses):
             return False
     stop_unfinished(research_id, now, EventType.RESEARCH_CANCELLED, {"by": by})
@@ -53,7 +53,7 @@ def fail_research(research_id: ResearchId, reason: str, what: str, impact: str) 
     now = timezone.now()
     what = storable(what)  # a message may quote what a page or a model sent; the failure must be recordable
     error = f"{what} {impact}"
-    with research_transaction(research_id):
+    with research_transaction(research_id, ending=True):
         if not transitions.fail(research_id, now, error, ACTIVE_STATUSES):
             return False
         # Written before unfinished rows are stopped, so it shows the states the failure found them in.

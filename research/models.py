@@ -91,7 +91,7 @@ class Research(models.Model):
     gap_rounds = models.PositiveSmallIntegerField(default=0)
     score = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
-    # Last event sequence number handed out; incremented under the row lock so seqs have no gaps.
+    # Last event sequence number handed out, by the numbering of research/events.py under this row's lock: no gaps.
     last_event_seq = models.PositiveIntegerField(default=0)
     # Queries planned for the whole tree (research/planning.py) that have not finished yet; 0 queues the report.
     pending_queries = models.IntegerField(default=0)
@@ -455,13 +455,15 @@ class EventType(models.TextChoices):
 
 class Event(models.Model):
     research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="events")
-    seq = models.PositiveIntegerField()
+    # Null from its insert to its numbering, a moment after its commit (research/events.py): readers ask for seqs.
+    seq = models.PositiveIntegerField(null=True, blank=True)
     type = models.CharField(max_length=40, choices=EventType.choices)
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["research", "seq"]
+        indexes = [models.Index(fields=["research", "id"], condition=Q(seq__isnull=True), name="event_unnumbered")]
         constraints = [
             models.UniqueConstraint(fields=["research", "seq"], name="event_seq_unique"),
             models.CheckConstraint(condition=Q(type__in=EventType.values), name="event_type_valid"),

@@ -3,12 +3,10 @@
 Steps that decide a research's course (start, planning, report, cancel, fail) take the research row first, in
 `research_transaction`, to serialise against each other. Steps that write the tree (queries, websites, pages,
 extracts) must not: they would then run one at a time. They open a `Tally` instead (workers/pipeline/
-tree_writes.py): what they do to the research row (event seqs, tokens, finished queries, dropped quotes) is
-collected here and applied by one statement at the end of the transaction. Code that records an event or
-counts tokens asks `open_tally` whether such a transaction is open for that research; if one is, it adds to the
-tally, and otherwise writes at once.
+tree_writes.py): what they do to the research row (events, finished queries, dropped quotes) is collected here and
+applied by one statement at the end of the transaction. Code that records an event asks `open_tally` whether such
+a transaction is open for that research; if one is, it adds to the tally, and otherwise records at once.
 """
-
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,10 +21,12 @@ from research.types import ResearchId
 
 
 @contextmanager
-def research_transaction(research_id: ResearchId) -> Iterator[None]:
-    """A transaction that locks the research row first."""
+def research_transaction(research_id: ResearchId, ending: bool = False) -> Iterator[None]:
+    """A transaction that locks the research row first. `ending`: one that may end the research's tree (cancel,
+    fail, a budget's stop, completion) holds the row exclusively, so that no tree transaction in flight commits
+    after it (each reads the status at its end under a shared lock that this one waits for)."""
     with transaction.atomic():
-        database.lock_row(Research, research_id)
+        database.lock_row(Research, research_id, exclusive=ending)
         yield
 
 

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from research import budgets, dispatch, services, transitions
+from research import budgets, dispatch, numbering, services, transitions
 from research.dispatch import SWEEPER, WAITING
 from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, cancel_research, stop_unfinished
 from research.models import (
@@ -171,6 +171,14 @@ def _stop_ended(state: Sweep) -> None:
     for research_id in ended.values_list("pk", flat=True):
         stop_unfinished(research_id, state.now)
         state.done["stopped"] += 1
+
+
+def _unnumbered_events(state: Sweep) -> None:
+    """Events committed by a process that died before its push numbered them (research/events.py)."""
+    # A push numbers them within PUSH_INTERVAL of their commit; numbering twice is harmless (nothing is left).
+    for research_id in numbering.unnumbered(older_than=state.now - timedelta(seconds=5)):
+        numbering.number(research_id)
+        state.done["events_numbered"] += 1
 
 
 def _check_budgets(state: Sweep) -> None:
@@ -434,7 +442,7 @@ def _websites(
 
 
 # The sweeper's work that belongs to no step, done first in every sweep.
-HOUSEKEEPING: tuple[Finder, ...] = (_stop_ended, _check_budgets, _expired_drafts, _expired_reviews)
+HOUSEKEEPING: tuple[Finder, ...] = (_stop_ended, _unnumbered_events, _check_budgets, _expired_drafts, _expired_reviews)
 
 
 def lapsed_answers(state: Sweep) -> None:

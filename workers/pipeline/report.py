@@ -336,7 +336,7 @@ def _write(research_id: str) -> None:
         raise RuntimeError("the report cites none of the analysed pages")
     stats["sources_available"] = len(sources)
 
-    with research_transaction(research_id):
+    with research_transaction(research_id, ending=True):
         # Cancelled or failed while the report was being written: it is not stored.
         version = (
             Research.objects.filter(pk=research_id, status__in=UNREPORTED, pending_queries__lte=0)

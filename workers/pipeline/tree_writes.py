@@ -1,18 +1,19 @@
 """Transactions that write a research's tree (queries, websites, pages, extracts) and touch its row only at the end.
 
-Every such transaction also changes the research row: the seqs of the events it records, token counts, dropped
-quotes, the count of queries still pending. Taking that row first would make all of one research's writes run
-one at a time (docs/performance.md, Finding 1). Instead, what a transaction does to the research row is tallied
-(research/transactions.py) and applied by one `UPDATE ... RETURNING` at its end, just before the commit, and the
-events are inserted with the seqs it returns, in the same statement on PostgreSQL: the row is locked from that
-statement to the commit, and seqs stay gap-free and in commit order. (SQLite, the embedded mode, has one writer
-at a time anyway.)
+Such a transaction may change the research row: dropped quotes, the count of queries still pending. Taking that
+row first would make all of one research's writes run one at a time (docs/performance.md, Finding 1). Instead,
+what a transaction does to the research row is tallied (research/transactions.py) and applied by one statement at
+its end, just before the commit. Most transactions change no counter: they only record events, which are inserted
+unnumbered (research/events.py numbers them after the commit), and read the research row's status under a shared
+lock, so they do not wait for each other. (SQLite, the embedded mode, has one writer at a time anyway: there the
+row is written and the events numbered at once.)
 
 Lock order, in every transaction that takes more than one row lock: page → websites → queries → research, and
 rows of one kind in primary-key order. Tree transactions follow it by construction (the research row last).
-Cancel and fail (research/lifecycle.py) first change the research's status alone, then stop its unfinished
-websites and queries in that order; a tree transaction that reaches its end after the status changed finds it
-here and rolls back (ResearchStopped), so nothing lands in a research once it is over.
+Cancel, fail and a budget's stop (research/lifecycle.py, research/budgets.py) first change the research's status
+alone, holding its row exclusively (FOR UPDATE, which waits for the tree transactions in flight), then stop its
+unfinished websites and queries in that order; a tree transaction that reaches its end after the status changed
+finds it here and rolls back (ResearchStopped), so nothing lands in a research once it is over.
 """
 
 import json
@@ -48,45 +49,51 @@ def _apply(tally: Tally) -> None:
         return  # nothing changed (a duplicate delivery, say): the research row is not touched at all
     now = timezone.now()
     finished = tally.queries_finished
-    update = (
-        f"UPDATE {Research._meta.db_table} SET last_event_seq = last_event_seq + %s, "
-        "quotes_dropped = quotes_dropped + %s, pending_queries = pending_queries - %s, "
-        # The report is handed on when the last query is counted off (the sweeper re-queues a lost one).
-        "claimed_at = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_at END, "
-        "claimed_by = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_by END "
-        "WHERE id = %s RETURNING last_event_seq, pending_queries, status, stop_reason"
-    )
     research_id = Research._meta.pk.get_db_prep_value(tally.research_id, connection)
-    counts: list[Any] = [tally.quotes_dropped, finished]
-    counts += [finished, finished, now, finished, finished, QUEUED]
-    params = [len(tally.events), *counts, research_id]
+    one_statement = database.one_statement_writes()
+    if finished or tally.quotes_dropped or not one_statement:
+        # Counters move (a query counted off, quotes dropped): the row is written, and held to the commit.
+        research = (
+            f"UPDATE {Research._meta.db_table} SET quotes_dropped = quotes_dropped + %s, "
+            "pending_queries = pending_queries - %s, "
+            # The report is handed on when the last query is counted off (the sweeper re-queues a lost one).
+            "claimed_at = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_at END, "
+            "claimed_by = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_by END "
+            "WHERE id = %s RETURNING pending_queries, status, stop_reason"
+        )
+        params: list[Any] = [tally.quotes_dropped, finished, finished, finished, now, finished, finished, QUEUED]
+        params.append(research_id)
+    else:
+        # Only events: the row is read, not written. FOR KEY SHARE, which other tree transactions share (it is what
+        # their inserts take anyway) and which only an ending waits for (`lock_row(..., exclusive=True)`): so no
+        # ending lands between this read and the commit.
+        research = (
+            f"SELECT pending_queries, status, stop_reason FROM {Research._meta.db_table} WHERE id = %s FOR KEY SHARE"
+        )
+        params = [research_id]
     with connection.cursor() as cursor:
-        if tally.events and database.one_statement_writes():
-            # One round trip while the row is locked: the seqs are taken and the events inserted in one statement.
-            event_table = Event._meta.db_table
+        if tally.events and one_statement:
+            # One round trip: the events inserted unnumbered (research/events.py numbers them after the commit).
             cursor.execute(
-                f"WITH research AS ({update}) , added AS (INSERT INTO {event_table} "
-                "(research_id, seq, type, data, created_at) "
-                "SELECT %s, research.last_event_seq - %s + event.ordinality, event.value->>0, event.value->1, %s "
-                "FROM research, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS event) "
-                "SELECT last_event_seq, pending_queries, status, stop_reason FROM research",
-                [*params, research_id, len(tally.events), now, json.dumps(tally.events)],
+                f"WITH added AS (INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
+                "SELECT %s, NULL, event.value->>0, event.value->1, %s "
+                "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS event ORDER BY event.ordinality) "
+                f"{research}",
+                [research_id, now, json.dumps(tally.events), *params],
             )
-            inserted = True
         else:
-            cursor.execute(update, params)
-            inserted = False
+            cursor.execute(research, params)
         row = cursor.fetchone()
     if row is None:
         raise Research.DoesNotExist(tally.research_id)
-    last_seq, pending, status, stop_reason = row
+    pending, status, stop_reason = row
     if status not in WRITABLE or stop_reason:
         # Cancelled, failed or stopped by a budget (and its unfinished rows stopped) while this step ran: nothing
         # of it may land, or a search would add websites that no step will ever take up.
         raise ResearchStopped(f"research {tally.research_id} is {status} {stop_reason}".strip())
-    if inserted:
+    if tally.events and one_statement:
         push.push_on_commit(tally.research_id)
     else:
-        events.insert_events(tally.research_id, tally.events, last_seq)
+        events.insert_events(tally.research_id, tally.events)
     if finished and pending == 0:
         dispatch.queue_tree_finished_on_commit(tally.research_id)

@@ -1,0 +1,56 @@
+"""Event seqs handed out after the commit: the numbering of a research's unnumbered events (research/events.py
+says why and when), apart from the recording so that the pusher can number before it reads."""
+
+from typing import Any
+
+from django.db import connection, transaction
+
+from research import database
+from research.models import Event, Research
+from research.types import ResearchId
+
+
+def number(research_id: ResearchId) -> int:
+    """Give the research's unnumbered events, those this transaction can see, the next seqs in the order they were
+    inserted; the research's last seq. Inside the caller's transaction, or one of its own."""
+    if not database.one_statement_writes():
+        return int(Research.objects.filter(pk=research_id).values_list("last_event_seq", flat=True).first() or 0)
+    pk = Research._meta.pk.get_db_prep_value(research_id, connection)
+    research, events = Research._meta.db_table, Event._meta.db_table
+    with connection.cursor() as cursor:
+        # Most pushes find nothing left to number (a recorder numbered it): no lock then, no row written.
+        cursor.execute(
+            f"SELECT last_event_seq, EXISTS (SELECT 1 FROM {events} WHERE research_id = %s AND seq IS NULL) "
+            f"FROM {research} WHERE id = %s",
+            [pk, pk],
+        )
+        found = cursor.fetchone()
+    if found is None:
+        raise Research.DoesNotExist(research_id)
+    if not found[1]:
+        return int(found[0])
+    with transaction.atomic(), connection.cursor() as cursor:
+        # First the row, in a statement of its own, so that the numbering's statement, which starts after the lock
+        # is granted, sees every event the numberings before it numbered.
+        cursor.execute(f"SELECT last_event_seq FROM {research} WHERE id = %s FOR NO KEY UPDATE", [pk])
+        row = cursor.fetchone()
+        if row is None:
+            raise Research.DoesNotExist(research_id)
+        cursor.execute(
+            f"WITH todo AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM {events} "
+            "WHERE research_id = %s AND seq IS NULL), "
+            f"numbered AS (UPDATE {events} AS event SET seq = %s + todo.n FROM todo WHERE event.id = todo.id "
+            "RETURNING 1) "
+            f"UPDATE {research} SET last_event_seq = last_event_seq + (SELECT count(*) FROM numbered) "
+            "WHERE id = %s RETURNING last_event_seq",
+            [pk, row[0], pk],
+        )
+        (last,) = cursor.fetchone() or row
+        return int(last)
+
+
+def unnumbered(older_than: Any) -> list[Any]:
+    """Researches with events left unnumbered since before `older_than` (the process that would have numbered
+    them before its push died)."""
+    rows = Event.objects.filter(seq__isnull=True, created_at__lt=older_than).order_by()
+    return list(rows.values_list("research_id", flat=True).distinct())
