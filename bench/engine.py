@@ -6,6 +6,7 @@ from this machine's clock (the workers stamp rows with `timezone.now()`), so pol
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -106,7 +107,9 @@ def measure(
     )
 
 
-def ideal_time(queries: list[dict[str, Any]], websites: list[dict[str, Any]], latencies: Latencies) -> float:
+def ideal_time(
+    queries: Sequence[Mapping[str, Any]], websites: Sequence[Mapping[str, Any]], latencies: Latencies
+) -> float:
     """The longest root-to-report path of latencies through the tree actually built.
 
     A query costs its planning (the call that wrote it), its search, and its slowest website: page fetch plus
@@ -130,11 +133,27 @@ def ideal_time(queries: list[dict[str, Any]], websites: list[dict[str, Any]], la
     return max((finish(q) for q in parents), default=0.0) + latencies.report
 
 
-def task_count(queries: list[dict[str, Any]], websites: int) -> int:
+def task_count(queries: Sequence[Mapping[str, Any]], websites: int) -> int:
     """Celery tasks one research runs: start, top-level planning, one planning per inner query, one search per
     query, one scrape and one analysis per website, the report."""
     inner = len({row["parent_id"] for row in queries if row["parent_id"] is not None})
     return 1 + 1 + inner + len(queries) + 2 * websites + 1
+
+
+def latency_work(run: EngineRun, latencies: Latencies) -> float:
+    """Slot-seconds of latency the calls of the tree `run` built take, its report aside: the top planning and one
+    per inner query, one search per query, a fetch and an analysis per page (the inverse of `task_count`)."""
+    plans = run.tasks - 3 - run.queries - 2 * run.websites + 1
+    return (
+        plans * latencies.plan + run.queries * latencies.search + run.websites * (latencies.page + latencies.analysis)
+    )
+
+
+def slot_bound(run: EngineRun, latencies: Latencies, slots: int) -> float:
+    """max(critical path, work / slots): no scheduler on `slots` worker slots finishes the tree `run` built
+    sooner, since it needs its critical path, and its work (`latency_work`) spread over the slots followed by the
+    report, which runs alone at the end."""
+    return max(run.ideal, latency_work(run, latencies) / slots + latencies.report)
 
 
 def report_path(research_id: str, end: datetime) -> dict[str, float]:
@@ -171,7 +190,7 @@ def critical_chain(research_id: str, queued_at: datetime) -> dict[str, float]:
         return {}
     last = max(rows.values(), key=lambda q: q["finished_at"] or q["created_at"])
     chain = []
-    node: dict[str, Any] | None = last
+    node: Mapping[str, Any] | None = last
     while node is not None:
         chain.append(node)
         node = rows.get(node["parent_id"]) if node["parent_id"] else None

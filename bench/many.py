@@ -43,8 +43,7 @@ class BatchRun:
 def slot_seconds(run: Any, lat: Latencies) -> float:
     """Seconds of worker slots a research's calls take at the latencies (the report counted as its one latency): no
     scheduler runs a batch on `slots` slots in less than the batch's sum over `slots`."""
-    plans = run.tasks - 3 - run.queries - 2 * run.websites + 1  # the top planning and one per inner query
-    return plans * lat.plan + run.queries * lat.search + run.websites * (lat.page + lat.analysis) + lat.report
+    return engine.latency_work(run, lat) + lat.report
 
 
 def create_users(count: int) -> list[Any]:
@@ -81,7 +80,8 @@ def run_batch(users: list[Any], count: int, breadth: int, depth: int, latencies:
         errors = dict(Research.objects.filter(pk__in=[i for i, _ in failed]).values_list("pk", "error"))
         raise RuntimeError(f"{len(failed)} of {len(runs)} researches did not complete: {failed} {errors}")
     first = min(queued)
-    finished = {str(pk): at for pk, at in Research.objects.filter(pk__in=ids).values_list("pk", "finished_at")}
+    rows = Research.objects.filter(pk__in=ids).values_list("pk", "finished_at")
+    finished = {str(pk): at for pk, at in rows if at is not None}  # all of them: every research completed
     wall = (max(finished.values()) - first).total_seconds()
     batch = BatchRun(
         users=len(users),

@@ -1,8 +1,9 @@
 """Benchmark runner: `python -m bench.run [--parts ...] [--reps N]`; prints the tables of docs/performance.md.
 
 Parts (all by default, in this order, one stack for all of them):
-  critical   wall time / critical-path ideal for (2,2) (4,2) (3,3) (4,3) (5,5), with enough worker slots;
-             every run also counts what one websocket client receives (against the final snapshot's size)
+  critical   wall time / critical-path ideal for (2,2) (4,2) (3,3) (4,3) (5,5), and wall time / max(critical
+             path, work / slots), the bound of any scheduler on the part's worker slots (bench/engine.py
+             slot_bound); every run also counts what one websocket client receives (against the final snapshot)
   overhead   zero-latency (5,5): wall time, CPU (workers, PostgreSQL, fakes and runner), commits, SQL statements
              and Redis commands per task (bench/instrument.py counts them in the workers), events per second
   many       --many researches (default 20 × (3,3), from 5 users) started together on the critical part's
@@ -10,6 +11,10 @@ Parts (all by default, in this order, one stack for all of them):
   reference  the level-synchronous-4 and per-branch-2 reference schedulers at (4,3) and (5,5), against the
              engine's critical-part runs (so `reference` needs `critical` in the same run)
   scaling    (4,3) on 1, 2, 4, 8 worker processes of a few slots each (latency-bound: slots are the limit)
+  scale      zero-latency (5,5) on 1, 2, 4, 8 worker processes of 16 threads each (CPU-bound: cores and the
+             research row are the limit): tasks/s and speed-up, busy PostgreSQL backends and how many of them
+             wait on the research row, CPU per task by process; a count whose threads would not get a PostgreSQL
+             connection each (max_connections) is skipped
   snapshots  snapshot build time, size and SQL queries at 110 queries × 7 pages, and the delta of one event there
   adaptive   adaptive against fixed mode at (4,3) on a "simple" and a "complex" request (bench/adaptive.py):
              model calls, cost, wall time and depth reached; the target is 30 %+ fewer calls on the simple one
@@ -46,12 +51,28 @@ from bench.latency import ZERO, Latencies
 
 log = logging.getLogger("bench")
 
-PARTS = ("critical", "overhead", "many", "reference", "scaling", "snapshots", "adaptive", "resilience", "extraction")
+PARTS = (
+    "critical",
+    "overhead",
+    "many",
+    "reference",
+    "scaling",
+    "scale",
+    "snapshots",
+    "adaptive",
+    "resilience",
+    "extraction",
+)
 DEFAULT_PARTS = PARTS
 SHAPES = ((2, 2), (4, 2), (3, 3), (4, 3), (5, 5))
 # Wall time / critical-path ideal a shape must stay within.
-RATIO_TARGETS = {(2, 2): 1.10, (4, 3): 1.10, (5, 5): 1.30}
-# Groups of the final Targets section, in order: each wall/ideal ratio with the reference models beside it.
+RATIO_TARGETS = {(2, 2): 1.10}
+# Wall time / max(critical path, work / slots) (bench/engine.py slot_bound) a shape must stay within.
+BOUND_TARGETS = {(4, 3): 1.15, (5, 5): 1.15}
+# CPU by process, as bench/probes.py RunMeter reports it, in the order the tables give it.
+CPU_PROCESSES = ("workers", "postgres", "runner")
+# Groups of the final Targets section, in order: each shape's target ratio (wall / ideal, or wall / bound) with
+# the reference models beside it.
 TARGET_ORDER = (
     "ratio 2x2",
     "ratio 4x3",
@@ -61,6 +82,7 @@ TARGET_ORDER = (
     "first section",
     "bytes",
     "scaling",
+    "scale",
     "cpu",
     "statements",
     "snapshots",
@@ -120,6 +142,33 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
+def cpu_per_task(used: dict[str, float], tasks: int) -> dict[str, float]:
+    """Milliseconds of CPU per task by process (CPU_PROCESSES) from a RunMeter's `used` over `tasks` tasks."""
+    return {name: used[name] / tasks * 1000 for name in CPU_PROCESSES}
+
+
+def describe_cpu(ms: dict[str, float]) -> str:
+    """`ms` (cpu_per_task, or medians of it) as the tables give it."""
+    return (
+        f"{ms['workers']:.1f} ms workers + {ms['postgres']:.1f} ms PostgreSQL (at least) + {ms['runner']:.1f} ms "
+        "fakes and runner"
+    )
+
+
+def free_connections(database_url: str) -> tuple[int, int]:
+    """(connections a client can still open, max_connections) on the PostgreSQL server: its max_connections less
+    the superuser-reserved ones and the client backends open now (every database's, other runs' included)."""
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int,"
+            " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+        ).fetchone()
+    assert row is not None
+    return row[0] - row[1] - row[2], row[0]
+
+
 class Bench:
     """Runs the chosen parts on one stack and keeps every raw measurement."""
 
@@ -175,6 +224,8 @@ class Bench:
     # --- parts ---
 
     def critical(self, stack: Any, owner: Any) -> None:
+        from bench.engine import latency_work, slot_bound
+
         stack.fakes.prepare(self.latencies)
         for rep in range(self.args.reps):
             for breadth, depth in self.args.shapes:
@@ -190,30 +241,48 @@ class Bench:
                     f"critical rep {rep + 1} ({breadth},{depth}): {run.wall:.2f} s, ideal {run.ideal:.1f} s, "
                     f"ratio {run.ratio:.3f}, tasks waiting on the research row {measured.lock.mean_waiting:.1f}"
                 )
+        lat, slots = self.latencies, self.args.workers * self.args.concurrency
         section = Section(
             f"Critical path ({self.args.workers} workers × {self.args.concurrency} threads; latencies "
-            f"{self.latencies.describe()})"
+            f"{lat.describe()}; bound: max(ideal, work / {slots} slots + report))"
         )
         for shape in self.args.shapes:
-            measured = self.engine_runs.get(shape, [])
-            runs = [m.run for m in measured]
+            shown = self.engine_runs.get(shape, [])
+            runs = [m.run for m in shown]
             ratios = [r.ratio for r in runs]
-            waiting = median([m.lock.mean_waiting for m in measured])
-            bound = RATIO_TARGETS.get(shape)
+            bounds = [slot_bound(r, lat, slots) for r in runs]
+            to_bound = [r.wall / b for r, b in zip(runs, bounds, strict=True)]
+            waiting = median([m.lock.mean_waiting for m in shown])
+            wall, at = median([r.wall for r in runs]), median([m.load for m in shown])
+            name, limit = f"({shape[0]},{shape[1]})", RATIO_TARGETS.get(shape)
             row = Row(
-                f"({shape[0]},{shape[1]}) wall / ideal",
+                f"{name} wall / ideal",
                 f"{median(ratios):.2f}×",
-                f"{median([r.wall for r in runs]):.1f} s / {runs[0].ideal:.1f} s; range {min(ratios):.2f}–"
+                f"{wall:.1f} s / {runs[0].ideal:.1f} s (bound {median(bounds):.1f} s); range {min(ratios):.2f}–"
                 f"{max(ratios):.2f}; {runs[0].queries} queries, {runs[0].websites} pages; "
                 f"{waiting:.1f} tasks waiting on the research row",
-                f"≤ {bound:.2f}×" if bound else "",
-                median(ratios) <= bound if bound else None,
-                median([m.load for m in measured]),
+                f"≤ {limit:.2f}×" if limit else "",
+                median(ratios) <= limit if limit else None,
+                at,
             )
-            section.rows.append(self.target(f"ratio {shape[0]}x{shape[1]}", row) if bound else row)
+            section.rows.append(self.target(f"ratio {shape[0]}x{shape[1]}", row) if limit else row)
+            limit = BOUND_TARGETS.get(shape)
+            if limit:
+                work = latency_work(runs[0], lat)
+                row = Row(
+                    f"{name} wall / max(critical path, work / slots)",
+                    f"{median(to_bound):.2f}×",
+                    f"{wall:.1f} s / {median(bounds):.1f} s; range {min(to_bound):.2f}–{max(to_bound):.2f}; critical "
+                    f"path {runs[0].ideal:.1f} s, work {work:.0f} slot-s / {slots} slots + report {lat.report:g} s = "
+                    f"{work / slots + lat.report:.1f} s",
+                    f"≤ {limit:.2f}×",
+                    median(to_bound) <= limit,
+                    at,
+                )
+                section.rows.append(self.target(f"ratio {shape[0]}x{shape[1]}", row))
         if (4, 3) in self.engine_runs:
-            measured = self.engine_runs[(4, 3)]
-            runs = [m.run for m in measured]
+            medium = self.engine_runs[(4, 3)]
+            runs = [m.run for m in medium]
             section.rows.append(
                 self.target(
                     "first section",
@@ -222,24 +291,24 @@ class Bench:
                         f"{median([r.to_first_section for r in runs]):.2f} s / "
                         f"{median([r.to_report for r in runs]):.2f} s",
                         "outline, then sections in parallel (first content: the first section written)",
-                        load=median([m.load for m in measured]),
+                        load=median([m.load for m in medium]),
                     ),
                 )
             )
-            sent = median([m.watched.bytes for m in measured])
-            final = median([m.snapshot_bytes for m in measured])
+            sent = median([m.watched.bytes for m in medium])
+            final = median([m.snapshot_bytes for m in medium])
             section.rows.append(
                 self.target(
                     "bytes",
                     Row(
                         "(4,3) pushed to one websocket client / final snapshot",
                         f"{sent / final:.2f}×",
-                        f"{sent / 1e6:.2f} MB in {median([m.watched.messages for m in measured]):.0f} messages; "
+                        f"{sent / 1e6:.2f} MB in {median([m.watched.messages for m in medium]):.0f} messages; "
                         f"final snapshot {final / 1e3:.0f} KB (len(json.dumps(build_snapshot(id)))); the state "
-                        f"built from the pushes equals it: {all(m.watched.matches for m in measured)}",
+                        f"built from the pushes equals it: {all(m.watched.matches for m in medium)}",
                         "≤ 3×",
                         sent <= 3 * final,
-                        median([m.load for m in measured]),
+                        median([m.load for m in medium]),
                     ),
                 )
             )
@@ -295,15 +364,16 @@ class Bench:
         sql_kinds = [(kind, n) for kind, n in kinds.items() if not kind.startswith("redis ")]
         redis_kinds = [(kind.removeprefix("redis "), n) for kind, n in kinds.items() if kind.startswith("redis ")]
 
-        def per_task(key: str, scale: float = 1.0) -> float:
-            return median([c[key] / r.tasks * scale for r, c in runs])
+        def per_task(key: str) -> float:
+            return median([c[key] / r.tasks for r, c in runs])
 
         per_task_wall = [r.wall / r.tasks * 1000 for r, _ in runs]
         cores = os.cpu_count() or 1
         rate = median([r.tasks / r.wall / cores for r, _ in runs])
-        cpu_ms = {key: per_task(key, 1000) for key in ("workers", "postgres", "runner")}
-        total_ms = median([sum(c[k] for k in ("workers", "postgres", "runner")) / r.tasks * 1000 for r, c in runs])
-        run_counts = [(sum(c[k] for k in ("workers", "postgres", "runner")), c["tasks_run"]) for _, c in runs]
+        per_run = [cpu_per_task(c, r.tasks) for r, c in runs]
+        cpu_ms = {name: median([ms[name] for ms in per_run]) for name in CPU_PROCESSES}
+        total_ms = median([sum(ms.values()) for ms in per_run])
+        run_counts = [(sum(c[k] for k in CPU_PROCESSES), c["tasks_run"]) for _, c in runs]
         per_run_task = median([used / n * 1000 for used, n in run_counts if n] or [float("nan")])
         section = Section("Overhead at zero latency, (5,5)")
         section.rows += [
@@ -330,8 +400,7 @@ class Bench:
                 Row(
                     "CPU per task, all processes",
                     f"{total_ms:.1f} ms",
-                    f"{cpu_ms['workers']:.1f} ms workers + {cpu_ms['postgres']:.1f} ms PostgreSQL (at least) + "
-                    f"{cpu_ms['runner']:.1f} ms fakes and runner, over the engine's count of {tasks} tasks; the "
+                    f"{describe_cpu(cpu_ms)}, over the engine's count of {tasks} tasks; the "
                     f"workers started {median([c['tasks_run'] for _, c in runs]):.0f} Celery tasks (reviews, report "
                     f"outline, sections and assembly, and duplicates, included): {per_run_task:.1f} ms each",
                     "≤ 12 ms",
@@ -426,7 +495,7 @@ class Bench:
             f"Many researches at once: {count} × ({breadth},{depth}) from {batch.users} users, started together "
             f"({self.args.workers} workers × {self.args.concurrency} threads, latencies as in the critical part)"
         )
-        cpu = {k: used[k] / tasks * 1000 for k in ("workers", "postgres", "runner")}
+        cpu = cpu_per_task(used, tasks)
         section.rows += [
             Row(
                 "one research alone",
@@ -478,8 +547,7 @@ class Bench:
             Row(
                 "CPU per task",
                 f"{sum(cpu.values()):.1f} ms all processes",
-                f"{cpu['workers']:.1f} ms workers + {cpu['postgres']:.1f} ms PostgreSQL (at least) + "
-                f"{cpu['runner']:.1f} ms fakes and runner; {used['commits'] / tasks:.1f} commits per task",
+                f"{describe_cpu(cpu)}; {used['commits'] / tasks:.1f} commits per task",
                 load=at,
             ),
             Row(
@@ -533,35 +601,33 @@ class Bench:
         self.sections.append(section)
 
     def scaling(self, stack: Any, owner: Any) -> None:
+        from bench.engine import slot_bound
+
         stack.fakes.prepare(self.latencies)
         walls: dict[int, list[float]] = {}
         loads: dict[int, list[float]] = {}
+        last: dict[int, Any] = {}  # bench.engine.EngineRun, the last of each count
         for count in self.args.scaling_workers:
             with stack.workers(count, self.args.scaling_concurrency, f"bench-s{count}-"):
                 for rep in range(self.args.scaling_reps):
                     measured = self.engine_run(stack, owner, 4, 3, self.latencies)
                     walls.setdefault(count, []).append(measured.run.wall)
                     loads.setdefault(count, []).append(measured.load)
+                    last[count] = measured.run
                     self.record(f"scaling {count}", measured.as_dict())
                     self.say(f"scaling {count} workers rep {rep + 1}: {measured.run.wall:.2f} s")
-        base = median(walls[self.args.scaling_workers[0]])
-        last = self.raw["runs"][f"scaling {self.args.scaling_workers[0]}"][-1]
-        lat = self.latencies
-        plans = last["tasks"] - 3 - last["queries"] - 2 * last["websites"] + 1
-        # Slot-seconds of latency the tree needs, report aside (it runs alone at the end): no scheduler on
-        # `slots` slots can finish before work / slots + report, nor before the critical path.
-        work = plans * lat.plan + last["queries"] * lat.search + last["websites"] * (lat.page + lat.analysis)
+        lowest = self.args.scaling_workers[0]
+        base = median(walls[lowest])
+        # The bounds of the tree the first count built (the trees are alike: same fakes, same shape).
+        tree = last[lowest]
+        first = slot_bound(tree, self.latencies, lowest * self.args.scaling_concurrency)
         section = Section(
-            f"Worker scaling, (4,3), workers of {self.args.scaling_concurrency} threads each "
-            f"(speed-up over {self.args.scaling_workers[0]})"
+            f"Worker scaling, (4,3), workers of {self.args.scaling_concurrency} threads each (speed-up over {lowest})"
         )
         for count in self.args.scaling_workers:
             speedup = base / median(walls[count])
             slots = count * self.args.scaling_concurrency
-            bound = max(last["ideal"], work / slots + lat.report)
-            first = max(
-                last["ideal"], work / (self.args.scaling_workers[0] * self.args.scaling_concurrency) + lat.report
-            )
+            bound = slot_bound(tree, self.latencies, slots)
             row = Row(
                 f"{count} worker{'s' if count > 1 else ''}",
                 f"{speedup:.2f}×",
@@ -573,7 +639,110 @@ class Bench:
             )
             section.rows.append(row)
             if count == 4:
-                self.target("scaling", replace(row, figure=f"(4,3) on {self.args.scaling_workers[0]} → 4 workers"))
+                self.target("scaling", replace(row, figure=f"(4,3) on {lowest} → 4 workers"))
+        self.sections.append(section)
+
+    def scale(self, stack: Any, owner: Any) -> None:
+        """The overhead part's zero-latency (5,5) on each of --scale-workers worker processes: what more processes
+        buy when CPU and the research row, not latency, are the limit."""
+        from bench.probes import RunMeter
+
+        concurrency, cores = self.args.scale_concurrency, os.cpu_count() or 1
+        observed: dict[int, list[tuple[Measured, dict[str, float]]]] = {}
+        skipped: dict[int, str] = {}
+        for count in self.args.scale_workers:
+            needed = count * concurrency + 5  # a connection per worker thread, and the runner's and probes'
+            free, most = free_connections(stack.database_url)
+            if needed > free:
+                skipped[count] = (
+                    f"its {count * concurrency} threads and the runner need about {needed} PostgreSQL connections; "
+                    f"{free} of max_connections {most} are free"
+                )
+                self.say(f"scale {count} workers skipped: {skipped[count]}")
+                continue
+            with stack.workers(count, concurrency, f"bench-scale{count}-") as pool:
+                stack.fakes.prepare(ZERO)
+                for rep in range(self.args.scale_reps):
+                    with RunMeter(stack, [p.pid for p in pool.processes]) as meter:
+                        measured = self.engine_run(stack, owner, 5, 5, ZERO)
+                    observed.setdefault(count, []).append((measured, meter.used))
+                    self.record(
+                        f"scale {count}",
+                        {**measured.as_dict(), "workers": count, "concurrency": concurrency, "cpu": meter.used},
+                    )
+                    self.say(
+                        f"scale {count} workers rep {rep + 1}: {measured.run.wall:.2f} s for {measured.run.tasks} "
+                        f"tasks, {measured.lock.mean_waiting:.1f} of {measured.lock.mean_busy:.1f} busy backends "
+                        f"waiting on the research row, cpu {meter.used}"
+                    )
+
+        def rate(count: int) -> float:
+            return median([m.run.tasks / m.run.wall for m, _ in observed[count]])
+
+        def waiting(count: int) -> tuple[float, float, float]:
+            """Mean busy backends, how many of them wait on the research row, and that as a share."""
+            busy = median([m.lock.mean_busy for m, _ in observed[count]])
+            held = median([m.lock.mean_waiting for m, _ in observed[count]])
+            return busy, held, held / busy if busy else 0.0
+
+        counts = [c for c in self.args.scale_workers if c in observed]
+        lowest = counts[0] if counts else 0
+        section = Section(
+            f"Scale: zero-latency (5,5) on {', '.join(map(str, self.args.scale_workers))} workers of {concurrency} "
+            f"threads each ({cores} cores; speed-up in tasks/s over {lowest} worker{'s' if lowest != 1 else ''})"
+        )
+        for count in self.args.scale_workers:
+            name = f"{count} worker{'s' if count != 1 else ''}"
+            if count in skipped:
+                section.rows.append(Row(name, "skipped", skipped[count]))
+                continue
+            runs = observed[count]
+            per_run = [cpu_per_task(used, m.run.tasks) for m, used in runs]
+            cpu = {process: median([ms[process] for ms in per_run]) for process in CPU_PROCESSES}
+            busy, held, share = waiting(count)
+            section.rows.append(
+                Row(
+                    name,
+                    f"{rate(count):.1f} tasks/s, {rate(count) / rate(lowest):.2f}×",
+                    f"{median([m.run.wall for m, _ in runs]):.1f} s for {runs[0][0].run.tasks} tasks; {busy:.1f} busy "
+                    f"PostgreSQL backends on average, {held:.1f} of them waiting on the research row ({share:.0%}); "
+                    f"CPU per task {median([sum(ms.values()) for ms in per_run]):.1f} ms: {describe_cpu(cpu)}",
+                    load=median([m.load for m, _ in runs]),
+                )
+            )
+        if 4 in observed:
+            at = median([m.load for m, _ in observed[4]])
+            busy, held, share = waiting(4)
+            section.rows.append(
+                self.target(
+                    "scale",
+                    Row(
+                        "(5,5) at zero latency on 4 workers: busy backends waiting on the research row",
+                        f"{share:.0%}",
+                        f"{held:.1f} of {busy:.1f} busy PostgreSQL backends on average ({concurrency} threads per "
+                        "worker)",
+                        "≤ 10 %",
+                        share <= 0.10,
+                        at,
+                    ),
+                )
+            )
+            speedup = rate(4) / rate(lowest)
+            section.rows.append(
+                self.target(
+                    "scale",
+                    Row(
+                        f"(5,5) at zero latency on {lowest} → 4 workers",
+                        f"{speedup:.2f}×",
+                        f"{rate(4):.1f} against {rate(lowest):.1f} tasks/s; this machine has {cores} cores"
+                        + ("" if cores >= 8 else ": the target is for 8 or more, not judged here")
+                        + ("" if lowest == 1 else f"; the target is from 1 worker, not {lowest}"),
+                        "≥ 3.0× (on 8+ cores)",
+                        speedup >= 3.0 if cores >= 8 and lowest == 1 else None,
+                        at,
+                    ),
+                )
+            )
         self.sections.append(section)
 
     def adaptive(self, stack: Any, owner: Any) -> None:
@@ -756,6 +925,8 @@ class Bench:
                 self.reference(stack)
             if "scaling" in parts:
                 self.scaling(stack, owner)
+            if "scale" in parts:
+                self.scale(stack, owner)
             if "snapshots" in parts:
                 self.snapshots(owner)
             if "adaptive" in parts:
@@ -764,8 +935,8 @@ class Bench:
                 self.resilience(stack, owner)
 
     def targets_section(self) -> Section:
-        """Every target's row the parts measured, in TARGET_ORDER: each wall/ideal ratio with the reference models
-        beside it."""
+        """Every target's row the parts measured, in TARGET_ORDER: each shape's target ratio (wall / ideal, or wall /
+        bound) with the reference models beside it."""
         section = Section("Targets")
         for group in (*TARGET_ORDER, *sorted(set(self.targets) - set(TARGET_ORDER))):
             section.rows += self.targets.get(group, [])
@@ -796,6 +967,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--concurrency", type=int, default=16, help="threads per worker for critical/overhead (default 16)")
     add("--scaling-workers", type=int, nargs="+", default=[1, 2, 4, 8], help="worker counts (default 1 2 4 8)")
     add("--scaling-concurrency", type=int, default=2, help="threads per worker when scaling (default 2)")
+    add("--scale-workers", type=int, nargs="+", default=[1, 2, 4, 8], help="scale: worker counts (default 1 2 4 8)")
+    add("--scale-concurrency", type=int, default=16, help="threads per worker in the scale part (default 16)")
+    add("--scale-reps", type=int, default=1, help="repetitions per worker count in the scale part (default 1)")
     add("--shapes", type=_shape, nargs="+", default=list(SHAPES), help="critical-path shapes, e.g. 4x3 5x5")
     add("--many", type=int, default=20, help="researches the many part starts at once (default 20)")
     add("--many-users", type=int, default=5, help="users they are shared by, round-robin (default 5)")
