@@ -27,7 +27,9 @@ Parts (all by default, in this order, one stack for all of them):
              trafilatura, on the dev and the held-out part; needs no stack (seconds when run alone)
 
 A final Targets section lists every figure that has a target (and the reference models beside each wall/ideal
-ratio), with whether it holds. A full run takes about 20 minutes on 2 cores.
+ratio), with whether it holds. A full run takes about 20 minutes on 2 cores, and the scale part about 6 more (336 s
+for 1, 2 and 4 workers in one run; 8 × 16 threads need more PostgreSQL connections than the default 100 and are
+skipped).
 
 Every figure is the median of the repetitions, with the 1-minute load average beside it (other work on this
 machine slows the stack down; look at the load before trusting a figure). Raw runs go to var/bench/*.json.
