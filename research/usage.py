@@ -58,28 +58,24 @@ class BudgetState(NamedTuple):
 _COLUMNS = BudgetState._fields[:6]
 
 
-def _sums(calls: str) -> str:
-    """The totals of BudgetState summed over `calls` (a table or subquery of LlmCall rows of one research)."""
-    return (
-        f"SELECT COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS "
-        f"completion_tokens, COALESCE(SUM(cost_usd), 0) AS cost_usd FROM {calls}"
-    )
-
-
 def spent_sql(alias: str) -> str:
-    """The totals of BudgetState for the research joined as `alias`, as three columns of a step's one read
-    (workers/pipeline/lifecycle.py). Summed only where the research has a budget of that kind, 0 where none could
-    be reached: a fetch or an analysis then reads no call at all."""
+    """The totals of BudgetState for the research joined as `alias`, as three columns (of the budgets' read, or of
+    a step's one read: workers/pipeline/lifecycle.py). Summed only where the research has a budget of that kind, 0
+    where none could be reached: a model call or a fetch then reads no call at all."""
+    return ", ".join(_spent(alias))
+
+
+def _spent(alias: str, plus: str = "") -> list[str]:
     calls = f"FROM {LlmCall._meta.db_table} c WHERE c.research_id = {alias}.id"
     tokens = f"{alias}.budget_tokens IS NULL"
-    return ", ".join(
-        f"CASE WHEN {unbounded} THEN 0 ELSE (SELECT COALESCE(SUM(c.{column}), 0) {calls}) END"
+    return [
+        f"CASE WHEN {unbounded} THEN 0 ELSE (SELECT COALESCE(SUM(c.{column}), 0) {calls}){plus} END"
         for unbounded, column in (
             (tokens, "prompt_tokens"),
             (tokens, "completion_tokens"),
             (f"{alias}.budget_usd IS NULL", "cost_usd"),
         )
-    )
+    ]
 
 
 def budget_state(research_id: ResearchId) -> BudgetState | None:
@@ -88,11 +84,8 @@ def budget_state(research_id: ResearchId) -> BudgetState | None:
         research = Research.objects.with_usage().filter(pk=research_id).order_by()
         row = research.values_list(*BudgetState._fields).first()
         return BudgetState(*row) if row is not None else None
-    calls = f"{LlmCall._meta.db_table} WHERE research_id = research.id"
-    sql = (
-        f"SELECT {', '.join(f'research.{column}' for column in _COLUMNS)}, sums.* FROM {Research._meta.db_table} "
-        f"AS research, LATERAL ({_sums(calls)}) AS sums WHERE research.id = %s"
-    )
+    columns = ", ".join(f"research.{column}" for column in _COLUMNS)
+    sql = f"SELECT {columns}, {spent_sql('research')} FROM {Research._meta.db_table} AS research WHERE research.id = %s"
     row = database.read_row(Research, research_id, BudgetState._fields, sql)
     return BudgetState(*row) if row is not None else None
 
@@ -137,15 +130,14 @@ def record_call(
         # research row gives, and the budgets' columns come back with the sums of the calls before it and this
         # one (a statement does not see its own insert), so the check after the call reads nothing.
         columns = ", ".join(f"research.{column}" for column in _COLUMNS)
-        calls = f"{LlmCall._meta.db_table} WHERE research_id = research.id"
+        spent = ", ".join(_spent("research", plus=" + %s"))
         with connection.cursor() as cursor:
             cursor.execute(
                 f"WITH research AS (SELECT * FROM {Research._meta.db_table} WHERE id = %s), "
                 f"call AS (INSERT INTO {LlmCall._meta.db_table} (research_id, user_id, agent, model, prompt_tokens, "
                 "completion_tokens, cost_usd, attempt, outcome, created_at) "
                 "SELECT id, owner_id, %s, %s, %s, %s, %s, %s, %s, %s FROM research) "
-                f"SELECT {columns}, sums.prompt_tokens + %s, sums.completion_tokens + %s, sums.cost_usd + %s "
-                f"FROM research, LATERAL ({_sums(calls)}) AS sums",
+                f"SELECT {columns}, {spent} FROM research",
                 [
                     Research._meta.pk.get_db_prep_value(research_id, connection),
                     agent[:40],

@@ -89,7 +89,7 @@ def test_recording_a_call_waits_on_no_research_row(user, settings) -> None:
     # given a research whose row another transaction holds, as a tree transaction's last statement holds it to
     # its commit, and a budget, so that the check after the call reads the sums
     settings.LLM_PRICES = {"m": (1.0, 2.0)}
-    research = Research.objects.create(owner=user, prompt="p", title="t", budget_tokens=10_000)
+    research = Research.objects.create(owner=user, prompt="p", title="t", budget_tokens=10_000, budget_usd=1)
     record_call(research.pk, "website_analyzer", "m", 100, 10, 1, CallOutcome.OK)
     with psycopg.connect(**database_dsn()) as holder:
         holder.execute("UPDATE research_research SET quotes_dropped = quotes_dropped + 1 WHERE id = %s", [research.pk])
@@ -103,3 +103,6 @@ def test_recording_a_call_waits_on_no_research_row(user, settings) -> None:
     assert state.cost_usd == Decimal("0.000360")
     assert totals(research.pk) == (300, 30, Decimal("0.000360"), 0)
     assert budget_state(research.pk) == state
+    # and a research with no such budget reads no call at all: nothing could be reached
+    Research.objects.filter(pk=research.pk).update(budget_tokens=None, budget_usd=None)
+    assert budget_state(research.pk)[-3:] == (0, 0, 0)

@@ -68,7 +68,7 @@ KEY_TTL = 7 * 24 * 3600
 CALIBRATION_TOKENS = 200_000
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelFacts:
     """What the fleet has learned of one model on one server (a snapshot read from the store)."""
 
@@ -126,12 +126,29 @@ def _key(model: str) -> str:
     return f"{KEY_PREFIX}{settings.OPENAI_BASE_URL or ''}|{model}"
 
 
+# What this process read of each model's facts, and when: a model call asks for them a dozen times or more (its
+# format, its window, its characters per token for each message), and one read of the store per call and per
+# second is enough. What this process learns replaces its copy at once; another worker's lesson arrives within
+# FACTS_FRESH_SECONDS (and is learned here again at worst, from the same error).
+FACTS_FRESH_SECONDS = 1.0
+_read: dict[str, tuple[float, ModelFacts]] = {}
+
+
 def facts(model: str) -> ModelFacts:
+    key = _key(model)
+    now = time.monotonic()
+    with _lock:
+        kept = _read.get(key)
+    if kept is not None and now - kept[0] < FACTS_FRESH_SECONDS:
+        return kept[1]
     client = _redis()
     if client is None:
         with _lock:
-            return ModelFacts.parse(dict(_local_store.get(_key(model), {})))
-    return ModelFacts.parse(cast(dict[str, str], client.hgetall(_key(model))))  # a synchronous client's reply
+            return ModelFacts.parse(dict(_local_store.get(key, {})))
+    read = ModelFacts.parse(cast(dict[str, str], client.hgetall(key)))  # a synchronous client's reply
+    with _lock:
+        _read[key] = (now, read)
+    return read
 
 
 def _write(model: str, *, where: tuple[str, str] | None = None, **fields: Any) -> None:
@@ -139,6 +156,8 @@ def _write(model: str, *, where: tuple[str, str] | None = None, **fields: Any) -
     current values."""
     key, url = where or (_key(model), settings.REDIS_URL)
     values = {name: ("1" if value is True else "0" if value is False else str(value)) for name, value in fields.items()}
+    with _lock:
+        _read.pop(key, None)
     client = _redis(url)
     if client is None:
         with _lock:
@@ -162,6 +181,7 @@ def forget() -> None:
     """Everything learned of every model server (tests, and `check_model`, which measures afresh)."""
     with _lock:
         _local_store.clear()
+        _read.clear()
     client = _redis()
     if client is not None:
         keys = list(client.scan_iter(f"{KEY_PREFIX}*", count=500))
