@@ -7,6 +7,7 @@ tree_writes.py): what they do to the research row (events, finished queries, dro
 applied by one statement at the end of the transaction. Code that records an event asks `open_tally` whether such
 a transaction is open for that research; if one is, it adds to the tally, and otherwise records at once.
 """
+
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
