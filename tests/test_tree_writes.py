@@ -10,6 +10,7 @@ from django.utils import timezone
 from research import lifecycle
 from research.events import record_event
 from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
+from research.numbering import number
 from tests.support.factories import running_research
 from workers.errors import ResearchStopped
 from workers.pipeline import progress, review
@@ -55,7 +56,9 @@ def test_events_and_counters_land_in_one_update_at_the_end(running, published) -
         progress.website_finished(second.pk)
         # nothing of it has reached the research row yet
         assert Research.objects.filter(pk=running.pk).values_list("last_event_seq", flat=True).get() == 1
-    # then the events follow on without a gap, and every counter changed once, by the sum
+    # then, once numbered (a push does it a moment after the commit), the events follow on without a gap, and every
+    # counter changed once, by the sum
+    assert number(running.pk) == 3
     running.refresh_from_db()
     events = list(Event.objects.filter(research=running).order_by("seq").values_list("seq", "type", "data"))
     assert events == [
