@@ -60,9 +60,9 @@ def lock_row(model: type[Model], pk: Any, exclusive: bool = False) -> None:
 
     PostgreSQL: `SELECT ... FOR NO KEY UPDATE`, a row lock that rows being inserted with a foreign key to it (which
     take FOR KEY SHARE) do not wait for. `exclusive`: FOR UPDATE, which waits for those too, and for the tree
-    transactions that read the row FOR KEY SHARE (workers/pipeline/tree_writes.py), and makes them wait. Embedded
-    mode: nothing. SQLite has no row locks; the IMMEDIATE transaction already holds the database's one write lock,
-    which serialises every writer.
+    transactions that read the row FOR KEY SHARE (workers/pipeline/tree_writes.py), and makes them wait.
+    Embedded mode: nothing. SQLite has no row locks; the IMMEDIATE transaction already holds the database's one write
+    lock, which serialises every writer.
     """
     if _postgresql():
         strength = "UPDATE" if exclusive else "NO KEY UPDATE"
