@@ -10,7 +10,7 @@ may change after it (docs/schema.md, "PostgreSQL and the embedded mode").
 """
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.db import connection
@@ -37,7 +37,11 @@ def one_statement_writes() -> bool:
 
 
 def read_row(
-    model: type[Model], pk: Any, columns: Sequence[str], sql: str, annotations: Mapping[str, Any] | None = None
+    model: type[Model],
+    pk: Any,
+    columns: Sequence[str],
+    sql: str,
+    annotations: Callable[[], Mapping[str, Any]] | None = None,
 ) -> tuple[Any, ...] | None:
     """The values `columns` name, in order, of the `model` row with key `pk`; None when there is no such row.
 
@@ -45,14 +49,15 @@ def read_row(
     values as the ORM would (aware datetimes, Decimals), and these reads run per model request and per step, where
     the ORM would build the query anew every time. Embedded mode: by the ORM's values_list. The sqlite3 driver
     returns raw SQL's datetimes naive and its decimals as floats; the ORM's converters turn them into what the
-    callers compare and add up. `annotations`: expressions some of `columns` name there (what `sql` computes).
+    callers compare and add up. `annotations`: what makes the expressions some of `columns` name there (what `sql`
+    computes); called only there, since building ORM expressions for every step was a few per cent of its CPU.
     """
     if _postgresql():
         with connection.cursor() as cursor:
             cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
             return cursor.fetchone()
     rows = model._default_manager.filter(pk=pk).order_by()
-    return rows.annotate(**(annotations or {})).values_list(*columns).first()
+    return rows.annotate(**(annotations() if annotations else {})).values_list(*columns).first()
 
 
 def lock_row(model: type[Model], pk: Any, exclusive: bool = False) -> None:

@@ -165,3 +165,71 @@ def test_a_model_that_gives_no_verdict_is_judged_by_the_words(api, workers, rese
     assert "their findings name none of what it asks about" in reports[off.pk].markdown.split("\n\n")[1]
     assert on_stats["verdict"] == "on_topic" and {"heat", "pump", "cold", "climate"} <= set(on_stats["terms_found"])
     assert "do not cover this request" not in reports[on.pk].markdown
+
+
+def test_sections_share_one_read_of_the_sources_whatever_the_characters_per_token(user) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.support.factories import build_tree
+    from workers.pipeline import report
+
+    # given a research of 27 pages with extracts, and the key its sections share
+    research = build_tree(user, 3, 2, websites_per_query=3)
+    key = (research.pk, 1, "run")
+    # when sections ask for its sources with the characters per token the model's answers keep moving
+    with CaptureQueriesContext(connection) as queries:
+        first, _ = report.collect_sources(research.pk, 10**9, 3.5, cache_key=key)
+        second, _ = report.collect_sources(research.pk, 10**9, 3.61, cache_key=key)
+    # then they were read once and are the same list
+    assert len(queries) == 1
+    assert second is first and len(first) == 27
+    # and a smaller allowance gets a trimmed copy, leaving the shared sources whole
+    trimmed, _ = report.collect_sources(research.pk, 50, 3.5, cache_key=key)
+    assert 1 <= len(trimmed) < 27 and len(first) == 27
+    assert [source.number for source in trimmed] == [source.number for source in first][: len(trimmed)]
+
+
+def test_sections_started_together_read_the_sources_once(user) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    from tests.support.factories import build_tree
+    from workers.pipeline import report
+
+    # given a research's sources not read yet by this process
+    research = build_tree(user, 2, 2, websites_per_query=2)
+    key = (research.pk, 1, "together")
+    reads = []
+    read = report._read_sources
+
+    def counted(research_id):
+        reads.append(research_id)
+        return read(research_id)
+
+    # when eight sections ask for them at the same moment
+    def section(_: int):
+        try:
+            return report.collect_sources(research.pk, 10**9, 3.5, cache_key=key)[0]
+        finally:
+            connection.close()
+
+    report._read_sources = counted
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(section, range(8)))
+    finally:
+        report._read_sources = read
+    # then one of them read them and every one got that read
+    assert len(reads) == 1
+    assert all(result is results[0] for result in results)
+
+
+def test_the_outline_gives_each_section_its_share_of_the_words() -> None:
+    from workers.pipeline.report import _with_words
+
+    plans = [{"findings": [1, 2, 3]}, {"findings": [4]}, {"findings": []}]
+    assert [plan["words"] for plan in _with_words(plans, 2000)] == [1500, 500, 80]
+    assert [plan["words"] for plan in _with_words([{"findings": []}, {"findings": []}], 1000)] == [500, 500]
+    assert _with_words([{"findings": [1]}], None) == [{"findings": [1]}]

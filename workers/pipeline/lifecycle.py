@@ -67,7 +67,11 @@ def step_row(model: type[StepRow], pk: Any, columns: list[str], sql: str) -> tup
     """The one row a step starts from: what `columns` name, in that order, read by `sql` (its one parameter the
     row's key) on PostgreSQL and by a values_list in the embedded mode (research/database.py, `read_row`). The ORM
     built that query anew for every task, ordering by the model's default ordering (joins) to take its first row."""
-    return database.read_row(model, pk, columns, sql, call_totals("research_id", prefix=_SPENT))
+    return database.read_row(model, pk, columns, sql, _research_spent)
+
+
+def _research_spent() -> dict[str, Any]:
+    return call_totals("research_id", prefix=_SPENT)
 
 
 def state_sql(alias: str) -> str:

@@ -9,6 +9,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -130,17 +131,19 @@ def _plan(research_id: str) -> None:
                 if outline.get("sources_answer_request") in ("yes", "partly", "no"):
                     kept["sources_answer_request"] = outline["sources_answer_request"]
                 transitions.keep_outline(research_id, kept)
+                items = _outline_sections(outline)
+                plans = _with_words([_section_plan(item, sources) for item in items], research.report_words)
                 ReportSection.objects.bulk_create(
                     ReportSection(
                         research_id=research_id,
                         version=version,
                         position=position,
                         title=(" ".join(str(item.get("heading", "")).split()) or "Findings")[:200],
-                        plan=_section_plan(item, sources),
+                        plan=plan,
                         claimed_by=QUEUED,
                         claimed_at=timezone.now(),
                     )
-                    for position, item in enumerate(_outline_sections(outline), start=1)
+                    for position, (item, plan) in enumerate(zip(items, plans, strict=True), start=1)
                 )
     with research_transaction(research_id):
         if not Research.objects.filter(pk=research_id, status=ResearchStatus.REPORTING).exists():
@@ -265,9 +268,25 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
                 _hand_to_assembly(str(research.pk))
 
 
+def _with_words(plans: list[dict[str, Any]], report_words: int | None) -> list[dict[str, Any]]:
+    """Each plan with its section's share of the report's length (`report_words`), by its share of the findings,
+    as "words": set once with the outline, so a section need not read every other section's plan for it."""
+    if not report_words or not plans:
+        return plans
+    total = sum(len(plan["findings"]) for plan in plans)
+    for plan in plans:
+        share = len(plan["findings"]) / total if total else 1 / len(plans)
+        plan["words"] = max(80, round(report_words * share / 10) * 10)
+    return plans
+
+
 def _section_words(research: Research, section: ReportSection, headings: list[str]) -> int | None:
-    """The section's share of the report's length (`report_words`), by its share of the findings."""
-    target = getattr(research, "report_words", None)
+    """The section's share of the report's length: as its outline set it, or, for a section planned before the
+    outline did (an upgrade mid-report), by its share of the findings of all the version's sections."""
+    words = section.plan.get("words")
+    if isinstance(words, int) and not isinstance(words, bool):
+        return words
+    target = research.report_words
     if not target or not headings:
         return None
     plans = ReportSection.objects.filter(research_id=research.pk, version=section.version)
@@ -455,13 +474,27 @@ class PageTexts(Mapping[str, PageText]):
         return len(self._urls)
 
 
-# The sources of the reports being written, numbered and trimmed, by (research, report version, run start, token
-# allowance). Every section needs all of them, to number its sources as the whole report does, and a (5,5) report
-# has hundreds of sections; the tree does not change while its report is written (every query is counted off; a
-# retried branch starts a new run). Sections only read them; the assembly collects its own.
-_SECTION_SOURCES: OrderedDict[tuple[Any, ...], tuple[list[SourceNote], list[str]]] = OrderedDict()
+# The sources of the reports being written, numbered and untrimmed, by (research, report version, run start). Every
+# section needs all of them, to number its sources as the whole report does, and a (5,5) report has hundreds of
+# sections; the tree does not change while its report is written (every query is counted off; a retried branch
+# starts a new run). The key leaves out the allowance: the characters per token move with every call the model
+# answers, and keying on them made nearly every section read and number the sources again. Sections only read
+# them; the assembly collects its own.
+_SECTION_SOURCES: OrderedDict[tuple[Any, ...], "_Collected"] = OrderedDict()
 _SECTION_SOURCES_KEPT = 4
 _section_sources_lock = threading.Lock()
+# One lock per key being read: the sections that start together wait for the first one's read instead of each
+# sending the same query (a level's sections are queued at once and start on every free thread).
+_section_sources_reading: dict[tuple[Any, ...], threading.Lock] = {}
+
+
+@dataclass(frozen=True)
+class _Collected:
+    sources: list[SourceNote]
+    sizes: list[int]  # each source's block, as the writer is shown it
+
+    def fits(self, max_chars: int) -> bool:
+        return _size(self.sizes) <= max_chars
 
 
 def collect_sources(
@@ -471,14 +504,39 @@ def collect_sources(
     cache_key: tuple[Any, ...] | None = None,
 ) -> tuple[list[SourceNote], PageTexts]:
     """One numbered source per analysed page with extracts, trimmed to `max_tokens`; their page texts, loaded
-    as they are needed. A section passes `cache_key` and gets sources shared with the others: read only (see
-    _SECTION_SOURCES)."""
-    key = None if cache_key is None else (*cache_key, max_tokens, chars_per_token)
-    if key is not None:
+    as they are needed. A section passes `cache_key` and, where nothing needs trimming, gets sources shared with
+    the others: read only (see _SECTION_SOURCES)."""
+    max_chars = int(max_tokens * chars_per_token)
+    collected = _read_sources(research_id) if cache_key is None else _shared_sources(research_id, cache_key)
+    urls = [source.url for source in collected.sources]
+    if collected.fits(max_chars):
+        return collected.sources, PageTexts(research_id, urls)
+    sources = [replace(source, findings=list(source.findings), ids=list(source.ids)) for source in collected.sources]
+    _trim(sources, max_chars)
+    return sources, PageTexts(research_id, urls)
+
+
+def _shared_sources(research_id: ResearchId, key: tuple[Any, ...]) -> _Collected:
+    with _section_sources_lock:
+        cached = _SECTION_SOURCES.get(key)
+        if cached is not None:
+            return cached
+        reading = _section_sources_reading.setdefault(key, threading.Lock())
+    with reading:
         with _section_sources_lock:
             cached = _SECTION_SOURCES.get(key)
         if cached is not None:
-            return cached[0], PageTexts(research_id, cached[1])
+            return cached
+        collected = _read_sources(research_id)
+        with _section_sources_lock:
+            _SECTION_SOURCES[key] = collected
+            _section_sources_reading.pop(key, None)
+            while len(_SECTION_SOURCES) > _SECTION_SOURCES_KEPT:
+                _SECTION_SOURCES.popitem(last=False)
+        return collected
+
+
+def _read_sources(research_id: ResearchId) -> _Collected:
     rows = (
         Extract.objects.filter(research_id=research_id)
         .order_by("website__query__depth", "website__query_id", "website__position", "position")
@@ -492,35 +550,31 @@ def collect_sources(
         note.findings.append((fact, quote))
         note.ids.append(pk)
     sources = list(by_url.values())
-    _trim(sources, int(max_tokens * chars_per_token))
-    if key is not None:
-        with _section_sources_lock:
-            _SECTION_SOURCES[key] = (sources, list(by_url))
-            while len(_SECTION_SOURCES) > _SECTION_SOURCES_KEPT:
-                _SECTION_SOURCES.popitem(last=False)
-    return sources, PageTexts(research_id, by_url)
+    return _Collected(sources, _sizes(sources))
+
+
+def _sizes(sources: list[SourceNote]) -> list[int]:
+    return [len(report_writer.sources_block([source])) for source in sources]
+
+
+def _size(each: list[int]) -> int:
+    """The size of the sources block: the sources' own blocks joined by newlines."""
+    return sum(each) + max(len(each) - 1, 0)
 
 
 def _trim(sources: list[SourceNote], max_chars: int) -> None:
     """Fewer findings per source until the sources block fits; every source keeps at least one."""
-
-    # The block is the sources' own blocks joined by newlines: its size is kept as a sum, not rebuilt for every
-    # source dropped (hundreds of times at (5,5), for each section).
-    def sizes() -> list[int]:
-        return [len(report_writer.sources_block([source])) for source in sources]
-
-    def size(each: list[int]) -> int:
-        return sum(each) + max(len(each) - 1, 0)
-
-    each = sizes()
+    # The block's size is kept as a sum of the sources' own, not rebuilt for every source dropped (hundreds of
+    # times at (5,5)).
+    each = _sizes(sources)
     per_source = max((len(s.findings) for s in sources), default=0)
-    while per_source > 1 and size(each) > max_chars:
+    while per_source > 1 and _size(each) > max_chars:
         per_source -= 1
         for source in sources:
             del source.findings[per_source:]
             del source.ids[per_source:]
-        each = sizes()
-    total = size(each)
+        each = _sizes(sources)
+    total = _size(each)
     while len(sources) > 1 and total > max_chars:
         sources.pop()
         total -= each.pop() + 1
