@@ -75,3 +75,61 @@ def test_redis_channel_closed_after_release_is_a_connection_error() -> None:
             channel._connparams()
         # then kombu sees a connection error (which its close ignores), not an AttributeError
         assert not isinstance(raised.value, AttributeError)
+
+
+def lpushes(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[str]]:
+    """Spy on this process's Redis commands: the LPUSHes of each pipeline executed, and the single commands."""
+    import redis
+    from redis.client import Pipeline
+
+    batches: list[int] = []
+    singles: list[str] = []
+    execute, command = Pipeline.execute, redis.Redis.execute_command
+
+    def counted_execute(self, *args, **kwargs):
+        batches.append(sum(1 for args_, _ in self.command_stack if str(args_[0]).upper() == "LPUSH"))
+        return execute(self, *args, **kwargs)
+
+    def counted_command(self, *args, **kwargs):
+        singles.append(str(args[0]).upper())
+        return command(self, *args, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "execute", counted_execute)
+    monkeypatch.setattr(redis.Redis, "execute_command", counted_command)
+    return batches, singles
+
+
+# Keys no row has: a worker of another test that takes these messages finds nothing to do.
+NO_ROWS = [-11, -12, -13, -14, -15]
+
+
+def test_a_batch_of_steps_reaches_redis_in_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    from research import dispatch
+
+    assert settings.CELERY_BROKER_URL.startswith("redis://")
+    dispatch.publish_batch(dispatch.SCRAPE.name, [-1], priority=3)  # the producer's connection, opened beforehand
+    batches, singles = lpushes(monkeypatch)
+    # when a step hands on five steps
+    dispatch.publish_batch(dispatch.SCRAPE.name, NO_ROWS, priority=3)
+    # then their five messages went in one pipeline, and none on its own
+    assert batches == [5]
+    assert "LPUSH" not in singles
+
+
+def test_a_batch_that_fails_to_send_is_published_step_by_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kombu.exceptions import KombuError
+    from kombu.transport import redis as kombu_redis
+
+    from research import dispatch
+
+    # given a broker that fails every batch as it is sent (delivery uncertain)
+    def failing(self) -> None:
+        if self._buffered:
+            raise KombuError("Redis publish batch failed; delivery is uncertain")
+
+    monkeypatch.setattr(kombu_redis.PublishBatch, "flush", failing)
+    batches, singles = lpushes(monkeypatch)
+    # when a step hands on five steps
+    dispatch.publish_batch(dispatch.SCRAPE.name, NO_ROWS, priority=3)
+    # then each went to the broker on its own
+    assert sum(batches) == 0 and singles.count("LPUSH") == 5
