@@ -428,9 +428,11 @@ def test_steps_handed_on_are_published_even_when_the_backlog_cannot_be_counted(r
 
     # given a connection that breaks between the commit that hands steps on and their publish
     sent: list[tuple[str, object, object]] = []
-    monkeypatch.setattr(
-        Task, "apply_async", lambda task, args=None, kwargs=None, **o: sent.append((task.name, args, o))
-    )
+
+    def record(task, args=None, kwargs=None, producer=None, **options):
+        sent.append((task.name, args, options))
+
+    monkeypatch.setattr(Task, "apply_async", record)
 
     def broken(research_id):
         raise OperationalError("server closed the connection unexpectedly")

@@ -8,6 +8,7 @@ The encoding is many-to-one (`a(b` and `a%28b` give the same target), so a link 
 the page's URL, never by decoding the link: `pages_by_link`.
 """
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -16,6 +17,8 @@ from collections.abc import Iterable
 _BREAKS_LINK = re.compile(r'[\s\x00-\x1f\x7f()<>"`\\]')
 
 
+# Kept per process: each section of a report looks up every source's link (hundreds, for hundreds of sections).
+@functools.lru_cache(maxsize=8192)
 def link_target(url: str) -> str:
     """The URL as a markdown link target: the characters that would break the link percent-encoded (UTF-8)."""
     return _BREAKS_LINK.sub(lambda match: "".join(f"%{byte:02X}" for byte in match.group(0).encode()), url)
