@@ -233,3 +233,20 @@ def test_the_outline_gives_each_section_its_share_of_the_words() -> None:
     assert [plan["words"] for plan in _with_words(plans, 2000)] == [1500, 500, 80]
     assert [plan["words"] for plan in _with_words([{"findings": []}, {"findings": []}], 1000)] == [500, 500]
     assert _with_words([{"findings": [1]}], None) == [{"findings": [1]}]
+
+
+def test_a_section_planned_without_its_share_works_it_out_from_the_others(user) -> None:
+    from workers.pipeline.report import _section_words
+
+    # given a research of 2,000 words whose sections were planned before the outline set their shares
+    research = running_research(user, breadth=1, depth=1)
+    Research.objects.filter(pk=research.pk).update(report_words=2000)
+    research.refresh_from_db()
+    plans = [{"findings": [1, 2, 3]}, {"findings": [4]}, {"findings": [], "words": 300}]
+    sections = [
+        ReportSection.objects.create(research=research, version=1, position=i, title=f"S{i}", plan=plan)
+        for i, plan in enumerate(plans, start=1)
+    ]
+    headings = [section.title for section in sections]
+    # then a section without a share gets its share of the findings, and one with a share keeps it
+    assert [_section_words(research, section, headings) for section in sections] == [1500, 500, 300]
