@@ -273,9 +273,9 @@ def _with_words(plans: list[dict[str, Any]], report_words: int | None) -> list[d
     as "words": set once with the outline, so a section need not read every other section's plan for it."""
     if not report_words or not plans:
         return plans
-    total = sum(len(plan["findings"]) for plan in plans)
+    total = sum(len(plan.get("findings", [])) for plan in plans)
     for plan in plans:
-        share = len(plan["findings"]) / total if total else 1 / len(plans)
+        share = len(plan.get("findings", [])) / total if total else 1 / len(plans)
         plan["words"] = max(80, round(report_words * share / 10) * 10)
     return plans
 
@@ -286,14 +286,12 @@ def _section_words(research: Research, section: ReportSection, headings: list[st
     words = section.plan.get("words")
     if isinstance(words, int) and not isinstance(words, bool):
         return words
-    target = research.report_words
-    if not target or not headings:
+    if not headings:
         return None
-    plans = ReportSection.objects.filter(research_id=research.pk, version=section.version)
-    counts = [len(plan.get("findings", [])) for plan in plans.values_list("plan", flat=True)]
-    total = sum(counts)
-    share = len(section.plan.get("findings", [])) / total if total else 1 / len(headings)
-    return max(80, round(target * share / 10) * 10)
+    rows = ReportSection.objects.filter(research_id=research.pk, version=section.version).values_list("pk", "plan")
+    ids, plans = zip(*rows, strict=True) if rows else ((), ())
+    shares = dict(zip(ids, _with_words([dict(plan) for plan in plans], research.report_words), strict=True))
+    return shares.get(section.pk, {}).get("words")
 
 
 def section_failed(section_id: int, error: BaseException) -> None:
@@ -511,7 +509,9 @@ def collect_sources(
     urls = [source.url for source in collected.sources]
     if collected.fits(max_chars):
         return collected.sources, PageTexts(research_id, urls)
-    sources = [replace(source, findings=list(source.findings), ids=list(source.ids)) for source in collected.sources]
+    sources = collected.sources
+    if cache_key is not None:  # trimmed on a copy: the shared sources stay whole
+        sources = [replace(source, findings=list(source.findings), ids=list(source.ids)) for source in sources]
     _trim(sources, max_chars)
     return sources, PageTexts(research_id, urls)
 
