@@ -18,7 +18,6 @@ from celery.signals import task_postrun, task_prerun, task_received
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 
-from research.models import StepRow
 from researchsite.celery import app
 from workers.errors import ResearchStopped, TransientError
 from workers.pipeline import heartbeat
@@ -113,24 +112,19 @@ def sweep_task() -> dict[str, int]:
     return sweep()
 
 
-_reserved: dict[str, tuple[type[StepRow], Any]] = {}
-
-
 @task_received.connect
 def reserve_step(request: Any = None, **kwargs: Any) -> None:
-    """A message this worker took from the queue, started or not, holds its row's lease (heartbeat.reserve)."""
+    """A message this worker took from the queue and has not started within heartbeat.RESERVE_AFTER holds its
+    row's lease (heartbeat.Reservations)."""
     step = REGISTRY.get(request.name)
     if step is None:
         return
     try:
         model, pk = step.row(*request.args)
-        if heartbeat.reserve(model, pk, request.id):
-            _reserved[request.id] = (model, pk)
-    except DatabaseError:
-        connection.close()  # the next message reconnects; the row stays waiting, for the sweeper
-        log.warning("could not reserve the row of %s", request.name, exc_info=True)
     except (TypeError, ValueError):
         log.warning("message of %s with unexpected arguments %r", request.name, request.args)
+        return
+    heartbeat.reservations.received(request.id, model, pk)
 
 
 # A connection this thread used without error this recently goes to its next task without a health check.
@@ -139,7 +133,7 @@ _thread = threading.local()
 
 
 @task_prerun.connect
-def replace_broken_connection(**kwargs: Any) -> None:
+def replace_broken_connection(task_id: str | None = None, **kwargs: Any) -> None:
     """Celery keeps a thread's connection across tasks (CELERY_DB_REUSE_MAX) and would hand one that broke (a
     database restart) to every later task of the thread: one that saw an error is replaced before the next task.
 
@@ -148,6 +142,7 @@ def replace_broken_connection(**kwargs: Any) -> None:
     skips it: a connection broken in that second fails its statement, and the task is retried like any database
     hiccup, on a new connection."""
     heartbeat.step_started()
+    heartbeat.reservations.started(task_id or "")
     ended = getattr(_thread, "ended", None)
     if (
         ended is not None
@@ -163,7 +158,7 @@ def replace_broken_connection(**kwargs: Any) -> None:
 @task_postrun.connect
 def release_step(task_id: str | None = None, **kwargs: Any) -> None:
     _thread.ended = time.monotonic()
-    reserved = _reserved.pop(task_id or "", None)
+    reserved = heartbeat.reservations.ended(task_id or "")
     took_up = heartbeat.step_took_up()
     if reserved is not None:
         heartbeat.release(*reserved)

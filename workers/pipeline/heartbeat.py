@@ -10,13 +10,14 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection, connections
+from django.db import DatabaseError, close_old_connections, connection, connections
 from django.utils import timezone
 
 from research.dispatch import QUEUED, WAITING
@@ -84,23 +85,124 @@ class Heartbeat:
                 log.warning("lease heartbeat failed", exc_info=True)
 
 
-def reserve(model: type[StepRow], pk: Any, task_id: str) -> bool:
-    """A worker received the step's message: the row, if it is waiting, becomes this task's, and its lease is renewed
-    until `release`. A worker that dies holding messages it had not started yet is then noticed like one that dies
-    mid-step, within a lease, instead of after QUEUE_GRACE_SECONDS. The step's own claim accepts the row as its
-    own: `claimed_by` starts with the task id."""
-    owner = f"{task_id} reserved by {socket.gethostname()}:{os.getpid()}"[:200]
-    # One statement, no ORM: this runs in the consumer thread for every message the worker takes.
+# A message that a thread starts within this many seconds of the worker taking it from the queue reserves nothing:
+# the step's own claim takes its row from the queue. One that waits longer (behind busy threads) has its row
+# reserved then, with every other message that is due, in one statement per kind of row. Most messages start at
+# once, so this saves a statement and a commit per step; a worker killed in the first second after taking a
+# message leaves that message's row to the sweeper's check for messages the broker no longer holds.
+RESERVE_AFTER = 0.5
+
+
+def reserve_rows(model: type[StepRow], rows: list[tuple[Any, str]]) -> set[str]:
+    """Reserve each (row key, task id) whose row is waiting: it becomes that task's, "<task id> reserved by
+    <host:pid>" (the step's own claim accepts the row as its own: `claimed_by` starts with the task id). One
+    statement; the task ids whose reservation held."""
+    if not rows:
+        return set()
+    table, key = model._meta.db_table, model._meta.pk
+    host = f"{socket.gethostname()}:{os.getpid()}"
+    values, params = [], []
+    for pk, task_id in rows:
+        values.append("(%s, %s, %s)")
+        params += [key.get_db_prep_value(pk, connection), task_id, f"{task_id} reserved by {host}"[:200]]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {model._meta.db_table} SET claimed_by = %s, claimed_at = %s WHERE {model._meta.pk.column} = %s "
-            f"AND claimed_by IN ({', '.join(['%s'] * len(WAITING))})",
-            [owner, timezone.now(), model._meta.pk.get_db_prep_value(pk, connection), *WAITING],
+            f"UPDATE {table} AS row SET claimed_by = v.owner, claimed_at = %s "
+            f"FROM (VALUES {', '.join(values)}) AS v(id, task, owner) "
+            f"WHERE row.{key.column} = v.id AND row.claimed_by IN ({', '.join(['%s'] * len(WAITING))}) "
+            "RETURNING v.task",
+            [timezone.now(), *params, *WAITING],
         )
-        if cursor.rowcount < 1:
-            return False
-    _heartbeat.hold(model, pk)
-    return True
+        return {task for (task,) in cursor.fetchall()}
+
+
+class Reservations:
+    """The messages this worker took from the queue, from when it receives them until their tasks end: due for a
+    reservation (RESERVE_AFTER), in the statement that reserves them, or holding their row (renewed by the
+    heartbeat until the task ends). Messages reach `received` on the consumer thread, tasks `started` and
+    `ended` on the pool's threads, and reservations are made on a thread of their own."""
+
+    def __init__(self, heartbeat: Heartbeat, background: bool = True) -> None:
+        self._heartbeat, self._background = heartbeat, background
+        self._lock = threading.Lock()
+        self._due: dict[str, tuple[type[StepRow], Any, float]] = {}  # task id -> its row, when to reserve it
+        self._reserving: dict[str, bool] = {}  # task id -> whether its task ended while its row was reserved
+        self._held: dict[str, tuple[type[StepRow], Any]] = {}  # task id -> the row reserved for it
+        self._thread: threading.Thread | None = None
+
+    def received(self, task_id: str, model: type[StepRow], pk: Any, now: float | None = None) -> None:
+        with self._lock:
+            self._due[task_id] = (model, pk, (time.monotonic() if now is None else now) + RESERVE_AFTER)
+            if self._background and (self._thread is None or not self._thread.is_alive()):
+                self._thread = threading.Thread(target=self._run, name="reservations", daemon=True)
+                self._thread.start()
+
+    def started(self, task_id: str) -> None:
+        """The task's thread took the message up: its step claims the row itself, so it is never reserved now."""
+        with self._lock:
+            self._due.pop(task_id, None)
+
+    def ended(self, task_id: str) -> tuple[type[StepRow], Any] | None:
+        """The row reserved for the task, if one was, now the task's to release (and hand back if the step did
+        not take it up)."""
+        with self._lock:
+            self._due.pop(task_id, None)
+            if task_id in self._reserving:
+                self._reserving[task_id] = True  # reserve_due hands the row back if its statement reserved it
+            return self._held.pop(task_id, None)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._due) + len(self._reserving)
+
+    def reserve_due(self, now: float | None = None) -> int:
+        """Reserve the rows of every message due; how many were reserved."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            due = {task_id: (model, pk) for task_id, (model, pk, at) in self._due.items() if at <= now}
+            for task_id in due:
+                del self._due[task_id]
+                self._reserving[task_id] = False
+        if not due:
+            return 0
+        by_model: dict[type[StepRow], list[tuple[Any, str]]] = {}
+        for task_id, (model, pk) in due.items():
+            by_model.setdefault(model, []).append((pk, task_id))
+        reserved: set[str] = set()
+        try:
+            for model, rows in by_model.items():
+                reserved |= reserve_rows(model, rows)
+        except DatabaseError:
+            connection.close()  # the next batch reconnects; these rows go unreserved
+            log.warning("could not reserve the rows of %s messages", len(due), exc_info=True)
+        finally:
+            with self._lock:
+                ended = {task_id for task_id in due if self._reserving.pop(task_id)}
+                for task_id in reserved - ended:
+                    self._held[task_id] = due[task_id]
+                    self._heartbeat.hold(*due[task_id])
+        for task_id in reserved & ended:
+            # The task ended while its row was being reserved: hand the row back (a claim that replaced the
+            # reservation meanwhile is left alone: `unreserve` only undoes a reservation).
+            try:
+                unreserve(*due[task_id], task_id)
+            except DatabaseError:
+                connection.close()
+                log.warning("could not hand back the row of task %s", task_id, exc_info=True)
+        return len(reserved)
+
+    def _run(self) -> None:
+        idle = 0.0
+        while True:
+            time.sleep(RESERVE_AFTER / 2)
+            if not self.pending():
+                idle += RESERVE_AFTER / 2
+                if idle >= 10 * RESERVE_AFTER:
+                    connections.close_all()  # this thread's; reopened by the next batch
+                    idle = 0.0
+                continue
+            idle = 0.0
+            self.reserve_due()
 
 
 def unreserve(model: type[StepRow], pk: Any, task_id: str) -> None:
@@ -130,6 +232,7 @@ def step_took_up() -> bool:
 
 
 _heartbeat = Heartbeat()
+reservations = Reservations(_heartbeat)
 holding = _heartbeat.holding
 hold = _heartbeat.hold
 release = _heartbeat.release
