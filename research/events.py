@@ -36,7 +36,7 @@ def record_event(research_id: ResearchId, event_type: str, data: dict[str, Any] 
     with transaction.atomic():
         if database.one_statement_writes():
             Event.objects.create(research_id=research_id, seq=None, type=event_type, data=data or {})
-            number(research_id)
+            number(research_id, inserted=True)
         else:
             last = _take_seqs(research_id, 1)
             Event.objects.create(research_id=research_id, seq=last, type=event_type, data=data or {})

@@ -157,6 +157,12 @@ class FollowUpQuestion(models.Model):
     def __str__(self) -> str:
         return self.question
 
+    @classmethod
+    def answers_of(cls, research_id: Any) -> list[tuple[str, str]]:
+        """The research's follow-up questions and their answers, in order, as every prompt that uses them holds
+        them."""
+        return list(cls.objects.filter(research_id=research_id).order_by("position").values_list("question", "answer"))
+
 
 class QueryStatus(models.TextChoices):
     PENDING = "pending"

@@ -10,13 +10,16 @@ from research.models import Event, Research
 from research.types import ResearchId
 
 
-def number(research_id: ResearchId) -> int:
+def number(research_id: ResearchId, inserted: bool = False) -> int:
     """Give the research's unnumbered events, those this transaction can see, the next seqs in the order they were
-    inserted; the research's last seq. Inside the caller's transaction, or one of its own."""
+    inserted; the research's last seq. Inside the caller's transaction, or one of its own. `inserted`: the caller's
+    transaction has just inserted one, so there is something to number and no need to look first."""
     if not database.one_statement_writes():
         return int(Research.objects.filter(pk=research_id).values_list("last_event_seq", flat=True).first() or 0)
     pk = Research._meta.pk.get_db_prep_value(research_id, connection)
     research, events = Research._meta.db_table, Event._meta.db_table
+    if inserted:
+        return _number(research_id, pk)
     with connection.cursor() as cursor:
         # Most pushes find nothing left to number (a recorder numbered it): no lock then, no row written.
         cursor.execute(
@@ -29,6 +32,11 @@ def number(research_id: ResearchId) -> int:
         raise Research.DoesNotExist(research_id)
     if not found[1]:
         return int(found[0])
+    return _number(research_id, pk)
+
+
+def _number(research_id: ResearchId, pk: Any) -> int:
+    research, events = Research._meta.db_table, Event._meta.db_table
     with transaction.atomic(), connection.cursor() as cursor:
         # First the row, in a statement of its own, so that the numbering's statement, which starts after the lock
         # is granted, sees every event the numberings before it numbered.

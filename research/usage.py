@@ -13,11 +13,12 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from research import database
-from research.models import LlmCall, Research
+from research.models import LlmCall, Research, call_totals
 from research.types import ResearchId
 
 MILLION = Decimal(1_000_000)
@@ -63,6 +64,22 @@ def spent_sql(alias: str) -> str:
     a step's one read: workers/pipeline/lifecycle.py). Summed only where the research has a budget of that kind, 0
     where none could be reached: a model call or a fetch then reads no call at all."""
     return ", ".join(_spent(alias))
+
+
+def with_spent(research: QuerySet[Research]) -> QuerySet[Research]:
+    """The researches with the totals of BudgetState annotated as `spent_sql` sums them (on PostgreSQL; the
+    embedded mode sums every call, `Research.objects.with_usage`), so that `state_of` can be read off each."""
+    if not database.one_statement_writes():
+        return research.annotate(**call_totals("pk"))
+    table = Research._meta.db_table
+    return research.annotate(
+        **{name: RawSQL(sql, []) for name, sql in zip(BudgetState._fields[6:], _spent(table), strict=True)}
+    )
+
+
+def state_of(research: Research) -> BudgetState:
+    """What the budgets read of a research read `with_spent` (or `with_usage`)."""
+    return BudgetState(*(getattr(research, name) for name in BudgetState._fields))
 
 
 def _spent(alias: str, plus: str = "") -> list[str]:

@@ -39,7 +39,7 @@ from django.conf import settings
 from research import budgets
 from research.models import CallOutcome
 from research.types import ResearchId
-from research.usage import record_call
+from research.usage import BudgetState, record_call
 from workers.clients import model_window, ratelimit
 from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.clients.deadline import call_within, expiry, time_left
@@ -75,18 +75,32 @@ MAX_SHRINKS = 3
 # A model whose window is unknown: the prompt's room is bounded only by the agents' own budgets.
 UNKNOWN_WINDOW_ROOM = 10**9
 _clients: dict[tuple[str, str, float], openai.OpenAI] = {}
+
+
 # The research whose budget the model calls made in this context are charged to.
-_charged_research: ContextVar[Any] = ContextVar("charged_research", default=None)
+@dataclass
+class _Charge:
+    research_id: ResearchId
+    # The research's budget state as the step read it just before (its start check): the first request of the
+    # block is admitted on it rather than on a read of its own; later ones (retries, re-asks) read it again.
+    known: BudgetState | None = None
+    # The research is writing its report: a budget stops only a running research (the report is bounded by what
+    # is left of the budgets instead, budgets.report_prompt_tokens), so no request of the block reads it first.
+    reporting: bool = False
+
+
+_charge: ContextVar[_Charge | None] = ContextVar("charge", default=None)
 
 
 @contextmanager
-def charged_to(research_id: ResearchId) -> Iterator[None]:
-    """Record every model request made inside the block against the research."""
-    token = _charged_research.set(research_id)
+def charged_to(research_id: ResearchId, known: BudgetState | None = None, reporting: bool = False) -> Iterator[None]:
+    """Record every model request made inside the block against the research; `known`, `reporting`: see
+    _Charge."""
+    token = _charge.set(_Charge(research_id, known, reporting))
     try:
         yield
     finally:
-        _charged_research.reset(token)
+        _charge.reset(token)
 
 
 @dataclass
@@ -103,14 +117,18 @@ class _Requests:
         A step that passed its start check before the stop, or is retrying, would otherwise still spend: checking
         at each request leaves only the requests already sent as spending past the budget.
         """
-        research_id = _charged_research.get()
-        if research_id is not None and budgets.check(research_id):
-            raise ResearchStopped(f"research {research_id} reached its budget")
+        charge = _charge.get()
+        if charge is None or charge.reporting:
+            return
+        known, charge.known = charge.known, None
+        if budgets.check(charge.research_id, known):
+            raise ResearchStopped(f"research {charge.research_id} reached its budget")
 
     def record(self, outcome: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
         self.made += 1
-        research_id = _charged_research.get()
-        if research_id is not None:  # calls outside a research (a client test, a benchmark) are not charged
+        charge = _charge.get()
+        if charge is not None:  # calls outside a research (a client test, a benchmark) are not charged
+            research_id = charge.research_id
             state = record_call(
                 research_id, self.agent, self.model, prompt_tokens, completion_tokens, self.made, outcome
             )

@@ -38,8 +38,9 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
     )
     if row is None:
         return
-    status, research_id, query_id, url, title, page_id, objective, query, engine, *state = row
-    if status != WebsiteStatus.ANALYZING or page_id is None or not may_start(research_id, BudgetState(*state)):
+    status, research_id, query_id, url, title, page_id, objective, query, engine, *research_state = row
+    state = BudgetState(*research_state)
+    if status != WebsiteStatus.ANALYZING or page_id is None or not may_start(research_id, state):
         return
     owner = claim_owner(task_id)
     with tree_transaction(research_id):
@@ -50,7 +51,8 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
         # Recorded as the analysis begins (a worker has taken it up), not when it was queued.
         record_event(research_id, EventType.ANALYZING, {"website_id": website_id, "url": url})
     research_engine = engine_for(engine)
-    with holding(Website, website_id), charged_to(research_id):
+    # The model request is admitted on the state read above, a claim ago, not on a read of its own.
+    with holding(Website, website_id), charged_to(research_id, known=state):
         findings = research_engine.analyze(objective, query, url, title, text)
     page_text = PageText(text)
     kept = [finding for finding in findings if page_text.contains(finding.quote)]

@@ -12,7 +12,7 @@ from research.lifecycle import fail_research
 from research.models import EventType, Research, ResearchStatus, StepRow, call_totals
 from research.planning import total_queries
 from research.types import ResearchId
-from research.usage import BudgetState, budget_state, spent_sql
+from research.usage import BudgetState, spent_sql, state_of, with_spent
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +46,16 @@ def start_failed(research_id: ResearchId, error: BaseException) -> None:
 
 
 def running_research(research_id: ResearchId) -> Research | None:
-    """The research if a new step of it should start: running, not stopped, within its budgets; else None.
+    """The research if a new step of it should start: running, not stopped, within its budgets; else None. One
+    read, with what the budgets read of its calls: `usage.state_of(research)` is the state the step's first model
+    request may be admitted on (`charged_to`'s `known`).
 
     A research found past a budget is stopped here (research/budgets.py), so the budget holds between sweeps.
     """
-    state = budget_state(research_id)
-    if state is None or not may_start(research_id, state):
+    research = with_spent(Research.objects.filter(pk=research_id)).first()
+    if research is None or not may_start(research_id, state_of(research)):
         return None
-    return Research.objects.filter(pk=research_id).first()
+    return research
 
 
 # What a step reads of its research, joined to its own row, to decide whether it may start (`may_start`): the

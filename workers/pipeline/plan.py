@@ -21,6 +21,7 @@ from research.models import (
 )
 from research.planning import children_per_query
 from research.transactions import research_transaction
+from research.usage import state_of
 from workers.agents.common import distinct
 from workers.agents.engines import engine_for
 from workers.agents.query_generator import Ancestor
@@ -68,13 +69,12 @@ def plan_queries(research_id: str, parent_id: int | None, task_id: str | None = 
 
 
 def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) -> None:
-    answers = list(
-        FollowUpQuestion.objects.filter(research_id=research.pk).order_by("position").values_list("question", "answer")
-    )
+    answers = FollowUpQuestion.answers_of(research.pk)
     # Adaptive mode only: fixed mode's planning call is what it always was.
     focus = planning_focus(research, parent)
     extra = {"focus": focus} if focus else {}
-    with charged_to(research.pk):
+    # Admitted on the state `running_research` read, a claim ago.
+    with charged_to(research.pk, known=state_of(research)):
         planned = engine_for(research.engine).plan_queries(research.prompt, answers, _ancestors(parent), count, **extra)
 
     with transaction.atomic():

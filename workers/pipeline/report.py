@@ -73,9 +73,7 @@ def write_report(research_id: str, task_id: str | None = None) -> None:
 
 
 def _context(research: Research) -> tuple[list[tuple[str, str]], list[str]]:
-    answers = list(
-        FollowUpQuestion.objects.filter(research_id=research.pk).order_by("position").values_list("question", "answer")
-    )
+    answers = FollowUpQuestion.answers_of(research.pk)
     objectives = list(
         SerpQuery.objects.filter(research_id=research.pk, depth=1)
         .order_by("position")
@@ -119,7 +117,7 @@ def _plan(research_id: str) -> None:
             )
             return
         answers, objectives = _context(research)
-        with charged_to(research_id):
+        with charged_to(research_id, reporting=True):
             outline = engine_for(research.engine).outline(research.prompt, answers, objectives, sources)
         with research_transaction(research_id):
             if not Research.objects.filter(
@@ -231,13 +229,13 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         # with the request, the follow-up answers and the rest of the outline.
         given = _packet(sources, section.plan)
         page_texts.load(source.url for source in given)  # what the section will cite, in one query
-        answers, _ = _context(research)
+        answers = FollowUpQuestion.answers_of(research.pk)
         headings = list(
             ReportSection.objects.filter(research_id=research.pk, version=section.version)
             .order_by("position")
             .values_list("title", flat=True)
         )
-        with charged_to(research.pk):
+        with charged_to(research.pk, reporting=True):
             content = engine_for(research.engine).write_section(
                 research.prompt,
                 section.title,

@@ -34,7 +34,6 @@ from research.models import (
 )
 from research.planning import descendants, gap_round_queries
 from research.transactions import research_transaction
-from research.types import ResearchId
 from workers.agents.common import distinct
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.evaluator import BranchEvaluation, Learning
@@ -121,17 +120,18 @@ def _review(research: Research, query: SerpQuery, engine: str, remember: bool = 
             )
 
 
-def _answers(research_id: ResearchId) -> list[tuple[str, str]]:
-    rows = FollowUpQuestion.objects.filter(research_id=research_id).order_by("position")
-    return list(rows.values_list("question", "answer"))
-
-
 def _evaluate_branch(research: Research, query: SerpQuery, engine: str) -> BranchEvaluation:
     rows = Extract.objects.filter(website__query_id=query.pk).order_by("website__position", "position")
     learnings = [Learning(fact, url) for fact, url in rows.values_list("fact", "website__url")[:40]]
     with charged_to(research.pk):
         evaluation = engine_for(engine).evaluate_branch(
-            research.prompt, _answers(research.pk), query.query, query.objective, query.depth, query.round, learnings
+            research.prompt,
+            FollowUpQuestion.answers_of(research.pk),
+            query.query,
+            query.objective,
+            query.depth,
+            query.round,
+            learnings,
         )
     return evaluation
 
@@ -186,7 +186,7 @@ def _cover(research: Research, engine: str) -> None:
     rounds = research.gap_rounds
     rows = Extract.objects.filter(research_id=research.pk).order_by("website__query__depth", "website_id", "position")
     learnings = [Learning(fact, url) for fact, url in rows.values_list("fact", "website__url")[:MAX_RESEARCH_LEARNINGS]]
-    answers = _answers(research.pk)
+    answers = FollowUpQuestion.answers_of(research.pk)
     threshold = research.quality_threshold or settings.ADAPTIVE_QUALITY_THRESHOLD
     with charged_to(research.pk):
         evaluation = engine_for(engine).evaluate_research(research.prompt, answers, rounds, learnings)
