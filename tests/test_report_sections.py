@@ -190,6 +190,27 @@ def test_sections_share_one_read_of_the_sources_whatever_the_characters_per_toke
     assert [source.number for source in trimmed] == [source.number for source in first][: len(trimmed)]
 
 
+def test_sections_read_the_answers_and_headings_once_per_report(user) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from research.models import FollowUpQuestion
+    from workers.pipeline import report
+
+    # given a research with a follow-up answer and an outline of two sections
+    research = running_research(user, breadth=2, depth=1)
+    FollowUpQuestion.objects.create(research=research, position=0, question="Where?", answer="Alps")
+    for position, title in enumerate(["Costs", "Winters"], start=1):
+        ReportSection.objects.create(research=research, version=1, position=position, title=title, plan={})
+    key = (research.pk, 1, "context")
+    # when every section asks for them
+    with CaptureQueriesContext(connection) as queries:
+        contexts = [report._section_context(research.pk, 1, key) for _ in range(5)]
+    # then they were read once (two queries) and are the same for each
+    assert len(queries) == 2
+    assert all(context == ([("Where?", "Alps")], ["Costs", "Winters"]) for context in contexts)
+
+
 def test_sections_started_together_read_the_sources_once(user) -> None:
     from concurrent.futures import ThreadPoolExecutor
 

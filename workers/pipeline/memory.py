@@ -32,6 +32,7 @@ from research.models import (
     WebsiteStatus,
 )
 from research.types import ResearchId
+from research.usage import BudgetState
 from workers.agents.engines import engine_for
 from workers.agents.memory_agent import KnownMemory, MemorySource, MemoryUpdate
 from workers.clients.llm import charged_to
@@ -56,11 +57,14 @@ class NewItem:
     website_ids: list[int]
 
 
-def remember(query_id: int, research: Research | None = None, objective: str | None = None) -> None:
+def remember(
+    query_id: int, research: Research | None = None, objective: str | None = None, state: BudgetState | None = None
+) -> None:
     """Ask the memory agent what the query's analysed websites add, and store it (see the module's docstring).
 
     The review step, which has just read the research and the query, passes them (`research`, the query's
-    `objective`); otherwise they are read here."""
+    `objective`, and the research's budget `state` its model request is admitted on); otherwise they are read
+    here."""
     if research is None or objective is None:
         query = SerpQuery.objects.select_related("research").filter(pk=query_id).first()
         if query is None:
@@ -72,7 +76,7 @@ def remember(query_id: int, research: Research | None = None, objective: str | N
     if not sources:
         return  # nothing was analysed: the branch has nothing to say, and the model call would be wasted
     known = _known(research.pk)
-    with charged_to(research.pk):
+    with charged_to(research.pk, known=state):
         update = engine_for(research.engine).update_memory(research.prompt, objective, sources, known)
     shown_gaps = {pk for pk, _ in known.gaps}
     store(research.pk, query_id, _items(research.pk, update), [pk for pk in update.answered_gaps if pk in shown_gaps])

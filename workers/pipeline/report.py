@@ -229,12 +229,7 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         # with the request, the follow-up answers and the rest of the outline.
         given = _packet(sources, section.plan)
         page_texts.load(source.url for source in given)  # what the section will cite, in one query
-        answers = FollowUpQuestion.answers_of(research.pk)
-        headings = list(
-            ReportSection.objects.filter(research_id=research.pk, version=section.version)
-            .order_by("position")
-            .values_list("title", flat=True)
-        )
+        answers, headings = _section_context(research.pk, section.version, run)
         with charged_to(research.pk, reporting=True):
             content = engine_for(research.engine).write_section(
                 research.prompt,
@@ -532,6 +527,27 @@ def _shared_sources(research_id: ResearchId, key: tuple[Any, ...]) -> _Collected
             while len(_SECTION_SOURCES) > _SECTION_SOURCES_KEPT:
                 _SECTION_SOURCES.popitem(last=False)
         return collected
+
+
+# The follow-up answers and the outline's headings, which every section's prompt holds, by the key of
+# _SECTION_SOURCES: neither changes once the outline is stored, so each process reads them once per report.
+_SECTION_CONTEXT: OrderedDict[tuple[Any, ...], tuple[list[tuple[str, str]], list[str]]] = OrderedDict()
+
+
+def _section_context(
+    research_id: ResearchId, version: int, key: tuple[Any, ...]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    with _section_sources_lock:
+        kept = _SECTION_CONTEXT.get(key)
+    if kept is not None:
+        return kept
+    sections = ReportSection.objects.filter(research_id=research_id, version=version).order_by("position")
+    kept = (FollowUpQuestion.answers_of(research_id), list(sections.values_list("title", flat=True)))
+    with _section_sources_lock:
+        _SECTION_CONTEXT[key] = kept
+        while len(_SECTION_CONTEXT) > _SECTION_SOURCES_KEPT:
+            _SECTION_CONTEXT.popitem(last=False)
+    return kept
 
 
 def _read_sources(research_id: ResearchId) -> _Collected:

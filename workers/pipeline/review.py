@@ -34,6 +34,7 @@ from research.models import (
 )
 from research.planning import descendants, gap_round_queries
 from research.transactions import research_transaction
+from research.usage import state_of
 from workers.agents.common import distinct
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.evaluator import BranchEvaluation, Learning
@@ -84,7 +85,7 @@ def review_failed(query_id: int, error: BaseException) -> None:
 def _review(research: Research, query: SerpQuery, engine: str, remember: bool = True) -> None:
     if remember:
         try:
-            memory.remember(query.pk, research, query.objective)
+            memory.remember(query.pk, research, query.objective, state_of(research))
         except (OperationalError, InterfaceError):
             raise  # the database, not the memory, failed: the step is retried on a fresh connection
         except Exception:
