@@ -116,6 +116,17 @@ class Usage(NamedTuple):
 
 def totals(research_id: ResearchId) -> Usage:
     """What a research's model calls spent, summed from them."""
+    if database.one_statement_writes():
+        # Read before every report section: one statement without the ORM's aggregate machinery.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
+                "COALESCE(SUM(cost_usd), 0), COUNT(*) FILTER (WHERE cost_usd IS NULL) "
+                f"FROM {LlmCall._meta.db_table} WHERE research_id = %s",
+                [Research._meta.pk.get_db_prep_value(research_id, connection)],
+            )
+            prompt, completion, usd, unpriced = cursor.fetchone()
+        return Usage(int(prompt), int(completion), Decimal(usd), int(unpriced))
     calls = LlmCall.objects.filter(research_id=research_id)
     sums = calls.aggregate(
         prompt=Sum("prompt_tokens", default=0),

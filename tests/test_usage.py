@@ -106,3 +106,17 @@ def test_recording_a_call_waits_on_no_research_row(user, settings) -> None:
     # and a research with no such budget reads no call at all: nothing could be reached
     Research.objects.filter(pk=research.pk).update(budget_tokens=None, budget_usd=None)
     assert budget_state(research.pk)[-3:] == (0, 0, 0)
+
+
+def test_totals_sum_every_call_and_count_the_unpriced_ones(user, settings) -> None:
+    # given a research with two priced calls and one of a model without a price, and another research's call
+    settings.LLM_PRICES = {"m": (1.0, 2.0)}
+    research = Research.objects.create(owner=user, prompt="p", title="t")
+    other = Research.objects.create(owner=user, prompt="p", title="t")
+    record_call(research.pk, "website_analyzer", "m", 100, 10, 1, CallOutcome.OK)
+    record_call(research.pk, "website_analyzer", "m", 200, 20, 1, CallOutcome.OK)
+    record_call(research.pk, "report_writer", "unpriced", 1000, 100, 1, CallOutcome.OK)
+    record_call(other.pk, "website_analyzer", "m", 7, 7, 1, CallOutcome.OK)
+    # then the totals are the research's own, the unknown price counted apart
+    assert totals(research.pk) == (1300, 130, Decimal("0.000360"), 1)
+    assert totals(Research.objects.create(owner=user, prompt="p", title="t").pk) == (0, 0, Decimal(0), 0)

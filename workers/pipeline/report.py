@@ -209,12 +209,14 @@ def _hand_to_assembly(research_id: str) -> None:
 def write_section(section_id: int, task_id: str | None = None) -> None:
     """Write one section of the report, check its citations, and store it (once); the last one queues assembly."""
     owner = claim_owner(task_id)
+    # Unordered: the model's default ordering goes through the research's own, which Django resolves (joins and
+    # all) for every update of the section even though an UPDATE has no order.
     current = ReportSection.objects.filter(
         pk=section_id,
         status__in=[SectionStatus.PENDING, SectionStatus.WRITING],
         research__status=ResearchStatus.REPORTING,
         version=F("research__report_version"),
-    )
+    ).order_by()
     if not current.filter(claimable(owner)).update(
         status=SectionStatus.WRITING, claimed_by=(owner + worker_name())[:200], claimed_at=timezone.now()
     ):
