@@ -78,6 +78,13 @@ def lock_row(model: type[Model], pk: Any, exclusive: bool = False) -> None:
             )
 
 
+def key_share() -> str:
+    """The clause that holds a row read inside a transaction as tree transactions hold the research row: `FOR KEY
+    SHARE` on PostgreSQL, which readers share and a `lock_row(..., exclusive=True)` waits for; nothing in embedded
+    mode, where the one writer lock serialises every writer."""
+    return " FOR KEY SHARE" if _postgresql() else ""
+
+
 def lock_key(key: str) -> None:
     """Inside a transaction: serialise, until it ends, the transactions that lock the same `key` (any string).
 

@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from research.dispatch import QUEUED, SWEEPER
+from research.dispatch import QUEUED, SWEEPER, WAITING
 from research.models import Research, ResearchStatus
 from research.types import ResearchId
 
@@ -34,6 +34,16 @@ def _research(research_id: ResearchId, *conditions: Q, **fields: Any) -> Any:
 def hand_on(research_id: ResearchId, **only_if: Any) -> bool:
     """The row's lease waits for the step queued next (the report, the evaluation, the assembly)."""
     return bool(_research(research_id, **only_if).update(claimed_at=timezone.now(), claimed_by=QUEUED))
+
+
+def assembly_due(research_id: ResearchId) -> bool:
+    """The report's last section landed: the research row, waiting for the assembly since the sections were
+    planned (and not yet taken by it), is stamped as handed on now. False once the assembly has claimed it."""
+    return bool(
+        _research(research_id, status=ResearchStatus.REPORTING, claimed_by__in=WAITING).update(
+            claimed_at=timezone.now(), claimed_by=QUEUED
+        )
+    )
 
 
 def claim(research_id: ResearchId, claimable: Q, holder: str, **only_if: Any) -> bool:

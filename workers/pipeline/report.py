@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from research import budgets, dispatch, transitions
+from research import budgets, database, dispatch, transitions
 from research.dispatch import QUEUED
-from research.events import record_event
+from research.events import insert_events, record_event
 from research.lifecycle import fail_research
 from research.models import (
     Document,
@@ -148,6 +148,8 @@ def _plan(research_id: str) -> None:
             return
         unwritten = list(sections.exclude(status=SectionStatus.WRITTEN).values_list("pk", flat=True))
         if unwritten:
+            # The research row waits for its assembly, which the last section to land queues (_sections_done).
+            transitions.hand_on(research_id, status=ResearchStatus.REPORTING)
             dispatch.SECTION.each_on_commit(unwritten, research_id)
         else:  # an outline with no section, or a retry that finds every section written
             _hand_to_assembly(research_id)
@@ -244,7 +246,12 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
             )
         markdown, stats = render_section(section.title, content, sources, page_texts)
         markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, [source.url for source in sources])
-        with research_transaction(research.pk):
+        # The research row is only read, and shared with the other sections: they land side by side, and an
+        # ending (cancel, failure), which holds the row exclusively, waits for this transaction, so no section lands
+        # in a research that is over. The event is inserted unnumbered and numbered before its push.
+        with transaction.atomic():
+            if not _still_reporting(research.pk):
+                return
             if not current.update(
                 status=SectionStatus.WRITTEN,
                 content=content,
@@ -252,15 +259,34 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
                 written_at=timezone.now(),
                 claimed_at=timezone.now(),
             ):
-                return  # the research ended meanwhile, or another delivery stored the section first
-            record_event(
-                research.pk, EventType.REPORT_SECTION_WRITTEN, {"position": section.position, "title": section.title}
-            )
-            unwritten = ReportSection.objects.filter(research_id=research.pk, version=section.version).exclude(
-                status=SectionStatus.WRITTEN
-            )
-            if not unwritten.exists():
-                _hand_to_assembly(str(research.pk))
+                return  # another delivery stored the section first
+            written = {"position": section.position, "title": section.title}
+            insert_events(research.pk, [(EventType.REPORT_SECTION_WRITTEN, written)])
+        _sections_done(str(research.pk), section.version)
+
+
+def _still_reporting(research_id: ResearchId) -> bool:
+    """Inside a section's transaction: whether its research is still writing its report, its row held as tree
+    transactions hold it (FOR KEY SHARE on PostgreSQL), which sections share and an ending waits for."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT status FROM {Research._meta.db_table} WHERE id = %s{database.key_share()}",
+            [Research._meta.pk.get_db_prep_value(research_id, connection)],
+        )
+        row = cursor.fetchone()
+    return row is not None and row[0] == ResearchStatus.REPORTING
+
+
+def _sections_done(research_id: str, version: int) -> None:
+    """After a section's commit: if every section of the report is written, queue the assembly. Run after the
+    commit, this sees every section committed before it, so the last to land finds none unwritten; sections that
+    land together may each find so, and each then queues it while the research row still waits for it (an assembly
+    delivered twice is claimed once)."""
+    unwritten = ReportSection.objects.filter(research_id=research_id, version=version).exclude(
+        status=SectionStatus.WRITTEN
+    )
+    if not unwritten.exists() and transitions.assembly_due(research_id):
+        dispatch.ASSEMBLE.now(research_id)
 
 
 def _with_words(plans: list[dict[str, Any]], report_words: int | None) -> list[dict[str, Any]]:
