@@ -79,9 +79,11 @@ def lock_row(model: type[Model], pk: Any, exclusive: bool = False) -> None:
 
 
 def key_share() -> str:
-    """The clause that holds a row read inside a transaction as tree transactions hold the research row: `FOR KEY
-    SHARE` on PostgreSQL, which readers share and a `lock_row(..., exclusive=True)` waits for; nothing in embedded
-    mode, where the one writer lock serialises every writer."""
+    """The clause that holds a row read inside a transaction as tree transactions hold the research row.
+
+    PostgreSQL: `FOR KEY SHARE`, which readers share and a `lock_row(..., exclusive=True)` waits for. Embedded mode:
+    nothing; the IMMEDIATE transaction's one write lock already serialises every writer.
+    """
     return " FOR KEY SHARE" if _postgresql() else ""
 
 
