@@ -66,8 +66,6 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite) -> Page | None:
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
         page, created = _lock_page(research_id, website.url)
         if not _claim_website(website.pk, page.pk):
-            if created and page.claimed_at is not None:
-                Page.objects.filter(pk=page.pk).update(claimed_at=None)  # no fetch: the next website takes it
             return None
         transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
         reused = {"website_id": website.pk, "url": website.url, "reused": True}
@@ -84,8 +82,7 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite) -> Page | None:
             # Another website of this research is fetching the URL; it will move this one on.
             record_event(research_id, EventType.SCRAPING, reused)
             return None
-        if not created or page.claimed_at is None:  # a page this fetch inserted was inserted leased
-            Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now())
+        Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now())
         record_event(research_id, EventType.SCRAPING, {"website_id": website.pk, "url": website.url})
     return page
 
@@ -94,21 +91,22 @@ def _lock_page(research_id: ResearchId, url: str) -> tuple[Page, bool]:
     """The research's page for the URL, locked, and whether this transaction inserted it."""
     if database.one_statement_writes():
         # The usual case, a URL no website of the research had: one statement instead of get_or_create's four
-        # (select, savepoint, insert, release), and inserted with this fetch's lease (get_or_create's page is
-        # leased by a statement of its own).
-        now = timezone.now()
+        # (select, savepoint, insert, release). Inserted unclaimed, as get_or_create did.
         with connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {Page._meta.db_table} (research_id, url, final_url, status, title, text, content_type, "
-                "bytes_read, failure_reason, error, created_at, claimed_at) "
-                "VALUES (%s, %s, '', %s, '', '', '', 0, '', '', %s, %s) "
+                "bytes_read, failure_reason, error, created_at) VALUES (%s, %s, '', %s, '', '', '', 0, '', '', %s) "
                 "ON CONFLICT (research_id, url) DO NOTHING RETURNING id",
-                [Research._meta.pk.get_db_prep_value(research_id, connection), url, PageStatus.FETCHING, now, now],
+                [
+                    Research._meta.pk.get_db_prep_value(research_id, connection),
+                    url,
+                    PageStatus.FETCHING,
+                    timezone.now(),
+                ],
             )
             row = cursor.fetchone()
         if row is not None:
-            page = Page(pk=row[0], research_id=research_id, url=url, status=PageStatus.FETCHING, claimed_at=now)
-            return page, True
+            return Page(pk=row[0], research_id=research_id, url=url, status=PageStatus.FETCHING), True
     return (
         Page.objects.select_for_update()
         .only("status", "claimed_at", "title", "http_status", "content_type", "failure_reason", "error")
