@@ -186,8 +186,10 @@ async def replay(research_id: str, headers: list[tuple[bytes, bytes]], finished)
 
 @pytest.mark.parametrize("mode", ["fixed", "adaptive"])
 def test_replayed_pushes_of_a_real_research_equal_the_snapshot_after_every_push(
-    api, user, workers, research_model, mode
+    api, user, workers, research_model, fake_llm, mode
 ) -> None:
+    # every model answer takes a moment, so the research spans many push intervals however fast the engine is
+    fake_llm.delay = 0.2
     headers = [(b"cookie", session_cookie(user)), (b"origin", b"http://127.0.0.1")]
     research_id = start_research(api, 2, 2, mode=mode)
 
