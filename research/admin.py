@@ -129,6 +129,7 @@ class ResearchAdmin(admin.ModelAdmin):
 
 @admin.register(SerpQuery)
 class SerpQueryAdmin(admin.ModelAdmin):
+    ordering = ("-research__created_at", "depth", "id")
     # `round`: 0 for the research's own plan, then its gap-filling rounds and the branches its user added.
     list_display = (
         "query",
@@ -149,6 +150,7 @@ class SerpQueryAdmin(admin.ModelAdmin):
 
 @admin.register(Website)
 class WebsiteAdmin(admin.ModelAdmin):
+    ordering = ("-research__created_at", "query_id", "position")
     list_display = ("url", "query", "status", "failure_reason", "http_status", "content_type", "attempts")
     list_filter = ("status", "failure_reason")
     search_fields = ("url", "title", "error")
@@ -170,6 +172,7 @@ class PageAdmin(admin.ModelAdmin):
 
 @admin.register(Extract)
 class ExtractAdmin(admin.ModelAdmin):
+    ordering = ("-research__created_at", "website_id", "position")
     list_display = ("fact", "website", "research")
     search_fields = ("fact", "quote")
     raw_id_fields = ("research", "website")
@@ -177,6 +180,7 @@ class ExtractAdmin(admin.ModelAdmin):
 
 @admin.register(FollowUpQuestion)
 class FollowUpQuestionAdmin(admin.ModelAdmin):
+    ordering = ("-research__created_at", "position")
     list_display = ("question", "research", "position")
     search_fields = ("question", "answer")
     raw_id_fields = ("research",)
@@ -186,6 +190,7 @@ class FollowUpQuestionAdmin(admin.ModelAdmin):
 class AskedQuestionAdmin(admin.ModelAdmin):
     """Questions are asked through the API and answered by a worker: read-only here, to find a failed answer."""
 
+    ordering = ("-research__created_at", "position")
     list_display = ("question", "research", "status", "sources_answer", "created_at")
     list_filter = ("status", "sources_answer")
     search_fields = ("question", "answer", "error")
@@ -204,6 +209,7 @@ class DocumentAdmin(admin.ModelAdmin):
 class MemoryItemAdmin(admin.ModelAdmin):
     """Memory items are only ever inserted by the memory step (workers/pipeline/memory.py): read-only here."""
 
+    ordering = ("-research__created_at", "kind", "id")
     list_display = ("text", "kind", "research", "closed", "website_ids", "created_at")
     list_filter = ("kind", "closed")
     search_fields = ("text", "research__id", "research__title")
@@ -221,6 +227,7 @@ class MemoryItemAdmin(admin.ModelAdmin):
 class EventAdmin(admin.ModelAdmin):
     """The event log is a record: read-only."""
 
+    ordering = ("-research__created_at", "seq")
     list_display = ("research", "seq", "type", "created_at")
     list_filter = ("type",)
     search_fields = ("research__id", "research__title")
@@ -252,6 +259,7 @@ class CollectionDocumentAdmin(admin.ModelAdmin):
 class LlmCallAdmin(admin.ModelAdmin):
     """What each model request cost and whose it was: a record, read-only."""
 
+    ordering = ("-research__created_at", "id")
     list_display = ("created_at", "user", "research", "agent", "model", "prompt_tokens", "completion_tokens", "cost")
     list_filter = ("user", "agent", "model", "outcome", "created_at")
     search_fields = ("user__username", "research__title", "research__id", "model")

@@ -172,6 +172,7 @@ def _analysed_urls(research_pk: Any) -> list[str]:
     return list(
         Website.objects.filter(research_id=research_pk, status=WebsiteStatus.ANALYZED)
         .values_list("url", flat=True)
+        .order_by()  # a default ordering's columns would join the DISTINCT, making each website's URL distinct
         .distinct()
     )
 

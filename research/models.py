@@ -3,6 +3,10 @@
 Every status is an enum backed by a database check constraint, so a bad write fails loudly instead of leaving a
 row no code knows how to continue. Counters (`Research.pending_queries`, `SerpQuery.pending_websites`) are only
 ever changed with conditional UPDATEs inside the transaction that finishes a node: see docs/schema.md.
+
+Default orderings name key columns (`research_id`), never a relation (`research`): ordering through a relation
+joins its table, and through it the research's, into every unordered query, and a FOR UPDATE over such a query
+locks the research row too. The admin lists the newest research first with orderings of its own.
 """
 
 import uuid
@@ -151,7 +155,7 @@ class FollowUpQuestion(models.Model):
     answer = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["research", "position"]
+        ordering = ["research_id", "position"]
         constraints = [models.UniqueConstraint(fields=["research", "position"], name="question_position_unique")]
 
     def __str__(self) -> str:
@@ -210,7 +214,7 @@ class SerpQuery(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["research", "depth", "id"]
+        ordering = ["research_id", "depth", "id"]
         verbose_name = "SERP query"
         verbose_name_plural = "SERP queries"
         indexes = [models.Index(fields=["research", "status"], name="query_research_status")]
@@ -294,7 +298,7 @@ class Website(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["query", "position"]
+        ordering = ["query_id", "position"]
         indexes = [models.Index(fields=["research", "status"], name="website_research_status")]
         constraints = [
             _status_check("website_status_valid", WebsiteStatus),
@@ -315,7 +319,7 @@ class Extract(models.Model):
     quote = models.TextField()
 
     class Meta:
-        ordering = ["website", "position"]
+        ordering = ["website_id", "position"]
         constraints = [models.UniqueConstraint(fields=["website", "position"], name="extract_position_unique")]
 
     def __str__(self) -> str:
@@ -377,7 +381,7 @@ class ReportSection(models.Model):
     written_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["research", "version", "position"]
+        ordering = ["research_id", "version", "position"]
         constraints = [
             _status_check("section_status_valid", SectionStatus),
             models.UniqueConstraint(fields=["research", "version", "position"], name="section_position_unique"),
@@ -416,7 +420,7 @@ class AskedQuestion(models.Model):
     answered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["research", "position"]
+        ordering = ["research_id", "position"]
         constraints = [
             _status_check("asked_question_status_valid", AnswerStatus),
             models.UniqueConstraint(fields=["research", "position"], name="asked_question_position_unique"),
@@ -468,7 +472,7 @@ class Event(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["research", "seq"]
+        ordering = ["research_id", "seq"]
         indexes = [models.Index(fields=["research", "id"], condition=Q(seq__isnull=True), name="event_unnumbered")]
         constraints = [
             models.UniqueConstraint(fields=["research", "seq"], name="event_seq_unique"),
@@ -503,7 +507,7 @@ class MemoryItem(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["research", "kind", "id"]
+        ordering = ["research_id", "kind", "id"]
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=MemoryKind.values), name="memory_kind_valid"),
             models.UniqueConstraint(fields=["research", "kind", "key"], name="memory_key_unique"),
@@ -538,7 +542,7 @@ class LlmCall(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
-        ordering = ["research", "id"]
+        ordering = ["research_id", "id"]
         verbose_name = "LLM call"
         indexes = [models.Index(fields=["user", "created_at"], name="llmcall_user_created")]
         constraints = [

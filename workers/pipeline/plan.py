@@ -91,8 +91,8 @@ def _lock_parent(parent: SerpQuery | None, breadth: int) -> int | None:
     if parent is None:
         return 0
     retries = (
-        # Ordered by key, not by the model's ordering, which joins the research: FOR UPDATE would then lock the
-        # research row too, and every insert of the research's rows (FOR KEY SHARE) would wait for this planning.
+        # Ordered by key alone: an ordering through a relation would join the research, FOR UPDATE would then lock
+        # the research row too, and every insert of the research's rows (FOR KEY SHARE) would wait for this planning.
         SerpQuery.objects.select_for_update()
         .filter(pk=parent.pk, children_planned=False, status=QueryStatus.DONE)
         .order_by("pk")
