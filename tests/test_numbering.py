@@ -8,11 +8,11 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from research import lifecycle
 from research.events import record_event
 from research.models import Event, Research, ResearchStatus
 from research.numbering import number
 from tests.support.factories import running_research
+from tests.support.threads import cancel_in_background
 from workers.pipeline.tree_writes import tree_transaction
 from workers.steps import sweep
 
@@ -82,18 +82,8 @@ def test_an_ending_waits_for_the_tree_transactions_in_flight_and_its_event_comes
     held = HeldTreeTransaction(running.pk)
     held.start()
     assert held.applied.wait(10)
-    cancelled = threading.Event()
-
-    def cancel() -> None:
-        try:
-            lifecycle.cancel_research(running.pk)
-            cancelled.set()
-        finally:
-            connection.close()
-
     # when the research is cancelled meanwhile
-    canceller = threading.Thread(target=cancel, daemon=True)
-    canceller.start()
+    canceller, cancelled = cancel_in_background(running.pk)
     # then the cancel waits for it (it holds the row exclusively to change the status) ...
     assert cancelled.wait(1.0) is False
     held.finish()

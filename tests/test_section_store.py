@@ -7,11 +7,11 @@ from types import SimpleNamespace
 import pytest
 from django.db import OperationalError, connection
 
-from research import lifecycle
 from research.dispatch import QUEUED
 from research.models import Event, ReportSection, Research, ResearchStatus, SectionStatus
 from research.numbering import number
 from tests.support.factories import build_tree
+from tests.support.threads import cancel_in_background
 from workers.pipeline import report
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -98,18 +98,8 @@ def test_a_cancel_waits_for_a_section_in_flight_and_its_event_comes_last(reporti
     held = HeldStore(section_ids(reporting)[0], monkeypatch)
     held.start()
     assert held.inside.wait(10)
-    cancelled = threading.Event()
-
-    def cancel() -> None:
-        try:
-            lifecycle.cancel_research(reporting.pk)
-            cancelled.set()
-        finally:
-            connection.close()
-
     # when the research is cancelled meanwhile
-    canceller = threading.Thread(target=cancel, daemon=True)
-    canceller.start()
+    canceller, cancelled = cancel_in_background(reporting.pk)
     # then the cancel waits for the section, which lands first, and the cancel's event is numbered after its
     assert cancelled.wait(1.0) is False
     held.finish()

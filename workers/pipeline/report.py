@@ -8,9 +8,9 @@ completes the set queues the assembly, which renders the whole report with the s
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -211,8 +211,7 @@ def _hand_to_assembly(research_id: str) -> None:
 def write_section(section_id: int, task_id: str | None = None) -> None:
     """Write one section of the report, check its citations, and store it (once); the last one queues assembly."""
     owner = claim_owner(task_id)
-    # Unordered: the model's default ordering goes through the research's own, which Django resolves (joins and
-    # all) for every update of the section even though an UPDATE has no order.
+    # Unordered: an UPDATE has no order, and Django would still compile the model's default ordering for each one.
     current = ReportSection.objects.filter(
         pk=section_id,
         status__in=[SectionStatus.PENDING, SectionStatus.WRITING],
@@ -493,18 +492,37 @@ class PageTexts(Mapping[str, PageText]):
         return len(self._urls)
 
 
-# The sources of the reports being written, numbered and untrimmed, by (research, report version, run start). Every
-# section needs all of them, to number its sources as the whole report does, and a (5,5) report has hundreds of
-# sections; the tree does not change while its report is written (every query is counted off; a retried branch
-# starts a new run). The key leaves out the allowance: the characters per token move with every call the model
-# answers, and keying on them made nearly every section read and number the sources again. Sections only read
-# them; the assembly collects its own.
-_SECTION_SOURCES: OrderedDict[tuple[Any, ...], "_Collected"] = OrderedDict()
-_SECTION_SOURCES_KEPT = 4
-_section_sources_lock = threading.Lock()
-# One lock per key being read: the sections that start together wait for the first one's read instead of each
-# sending the same query (a level's sections are queued at once and start on every free thread).
-_section_sources_reading: dict[tuple[Any, ...], threading.Lock] = {}
+T = TypeVar("T")
+
+
+class _PerReport(Generic[T]):
+    """What every section of a report reads alike, kept in this process for the last few reports, by (research,
+    report version, run start): read once per report, not once per section. The sections that start together
+    wait for the first one's read instead of each sending the same query (a level's sections are queued at once
+    and start on every free thread)."""
+
+    def __init__(self, kept: int = 4) -> None:
+        self._kept = kept
+        self._values: OrderedDict[tuple[Any, ...], T] = OrderedDict()
+        self._lock = threading.Lock()
+        self._reading: dict[tuple[Any, ...], threading.Lock] = {}
+
+    def get(self, key: tuple[Any, ...], read: Callable[[], T]) -> T:
+        with self._lock:
+            if key in self._values:
+                return self._values[key]
+            reading = self._reading.setdefault(key, threading.Lock())
+        with reading:
+            with self._lock:
+                if key in self._values:
+                    return self._values[key]
+            value = read()
+            with self._lock:
+                self._values[key] = value
+                self._reading.pop(key, None)
+                while len(self._values) > self._kept:
+                    self._values.popitem(last=False)
+            return value
 
 
 @dataclass(frozen=True)
@@ -526,7 +544,10 @@ def collect_sources(
     as they are needed. A section passes `cache_key` and, where nothing needs trimming, gets sources shared with
     the others: read only (see _SECTION_SOURCES)."""
     max_chars = int(max_tokens * chars_per_token)
-    collected = _read_sources(research_id) if cache_key is None else _shared_sources(research_id, cache_key)
+    if cache_key is None:
+        collected = _read_sources(research_id)
+    else:
+        collected = _SECTION_SOURCES.get(cache_key, lambda: _read_sources(research_id))
     urls = [source.url for source in collected.sources]
     if collected.fits(max_chars):
         return collected.sources, PageTexts(research_id, urls)
@@ -537,45 +558,25 @@ def collect_sources(
     return sources, PageTexts(research_id, urls)
 
 
-def _shared_sources(research_id: ResearchId, key: tuple[Any, ...]) -> _Collected:
-    with _section_sources_lock:
-        cached = _SECTION_SOURCES.get(key)
-        if cached is not None:
-            return cached
-        reading = _section_sources_reading.setdefault(key, threading.Lock())
-    with reading:
-        with _section_sources_lock:
-            cached = _SECTION_SOURCES.get(key)
-        if cached is not None:
-            return cached
-        collected = _read_sources(research_id)
-        with _section_sources_lock:
-            _SECTION_SOURCES[key] = collected
-            _section_sources_reading.pop(key, None)
-            while len(_SECTION_SOURCES) > _SECTION_SOURCES_KEPT:
-                _SECTION_SOURCES.popitem(last=False)
-        return collected
-
-
-# The follow-up answers and the outline's headings, which every section's prompt holds, by the key of
-# _SECTION_SOURCES: neither changes once the outline is stored, so each process reads them once per report.
-_SECTION_CONTEXT: OrderedDict[tuple[Any, ...], tuple[list[tuple[str, str]], list[str]]] = OrderedDict()
+# The sources of the reports being written, numbered and untrimmed. Every section needs all of them, to number its
+# sources as the whole report does, and a (5,5) report has hundreds of sections; the tree does not change while its
+# report is written (every query is counted off; a retried branch starts a new run). The key leaves out the
+# allowance: the characters per token move with every call the model answers, and keying on them made nearly every
+# section read and number the sources again. Sections only read them; the assembly collects its own.
+_SECTION_SOURCES: _PerReport[_Collected] = _PerReport()
+# The follow-up answers and the outline's headings, which every section's prompt holds: neither changes once the
+# outline is stored.
+_SECTION_CONTEXT: _PerReport[tuple[list[tuple[str, str]], list[str]]] = _PerReport()
 
 
 def _section_context(
     research_id: ResearchId, version: int, key: tuple[Any, ...]
 ) -> tuple[list[tuple[str, str]], list[str]]:
-    with _section_sources_lock:
-        kept = _SECTION_CONTEXT.get(key)
-    if kept is not None:
-        return kept
-    sections = ReportSection.objects.filter(research_id=research_id, version=version).order_by("position")
-    kept = (FollowUpQuestion.answers_of(research_id), list(sections.values_list("title", flat=True)))
-    with _section_sources_lock:
-        _SECTION_CONTEXT[key] = kept
-        while len(_SECTION_CONTEXT) > _SECTION_SOURCES_KEPT:
-            _SECTION_CONTEXT.popitem(last=False)
-    return kept
+    def read() -> tuple[list[tuple[str, str]], list[str]]:
+        sections = ReportSection.objects.filter(research_id=research_id, version=version).order_by("position")
+        return FollowUpQuestion.answers_of(research_id), list(sections.values_list("title", flat=True))
+
+    return _SECTION_CONTEXT.get(key, read)
 
 
 def _read_sources(research_id: ResearchId) -> _Collected:
