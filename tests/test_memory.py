@@ -26,6 +26,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.numbering import number as number_events
 from research.snapshot import build_snapshot
 from research.web.rendering import render_markdown
 from tests.support.e2e import start_research, wait_finished
@@ -179,6 +180,7 @@ def test_an_answered_gap_is_closed_and_leaves_planning(db, user, research_model)
     validate_snapshot(snapshot)
     assert earlier_gap.pk not in [gap["id"] for gap in snapshot["memory"]["gaps"]]
     assert snapshot["memory"]["insights"]
+    number_events(research.pk)  # as the push after the commit does: the event went in unnumbered
     last = Event.objects.filter(research=research, type=EventType.MEMORY_UPDATED).order_by("-seq").first()
     assert last.data["closed"] == 1
 
@@ -241,6 +243,8 @@ def test_concurrent_updates_lose_no_item_and_duplicate_none(transactional_db, us
     assert len(_items(research, MemoryKind.GAP)) == 1
     events = Event.objects.filter(research=research, type=EventType.MEMORY_UPDATED)
     assert sum(event.data["insights"] for event in events) == len(insights)
+    # and the events, inserted unnumbered beside each other, are numbered without a gap (as the push numbers them)
+    number_events(research.pk)
     seqs = sorted(Event.objects.filter(research=research).values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
 

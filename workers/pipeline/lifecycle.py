@@ -4,7 +4,7 @@ budgets that stop it: research/budgets.py)."""
 import logging
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from research import budgets, database, dispatch, transitions
 from research.events import record_event
@@ -43,6 +43,21 @@ def start_failed(research_id: ResearchId, error: BaseException) -> None:
         what=f"The research could not start: {error}",
         impact="Nothing was researched.",
     )
+
+
+def held_status(research_id: ResearchId) -> tuple[str, str] | None:
+    """Inside a transaction: the research's status and stop reason (None if it is gone), its row held as tree
+    transactions hold it (FOR KEY SHARE on PostgreSQL). Such holders share the row, so they land side by side; an
+    ending (cancel, failure, a budget's stop) holds it exclusively, so it lands wholly before this transaction,
+    whose read then sees it, or after its commit. No seq is handed out under it: the transaction's events go in
+    unnumbered (`insert_events`) and are numbered after its commit."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT status, stop_reason FROM {Research._meta.db_table} WHERE id = %s{database.key_share()}",
+            [Research._meta.pk.get_db_prep_value(research_id, connection)],
+        )
+        row = cursor.fetchone()
+    return None if row is None else (row[0], row[1])
 
 
 def running_research(research_id: ResearchId) -> Research | None:

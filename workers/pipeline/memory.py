@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from research import database
-from research.events import record_event
+from research.events import insert_events
 from research.memory import memory_key
 from research.models import (
     EventType,
@@ -38,6 +38,7 @@ from workers.agents.memory_agent import KnownMemory, MemorySource, MemoryUpdate
 from workers.clients.llm import charged_to
 from workers.errors import ResearchStopped
 from workers.pipeline.citations import MemoryNote
+from workers.pipeline.lifecycle import held_status
 
 log = logging.getLogger(__name__)
 
@@ -178,11 +179,13 @@ def store(
             ).update(closed=True)
         if not any(counts[name] for name in ("insights", "gaps", "contradictions", "closed")):
             return counts  # a repeat: nothing new, no event
-        record_event(research_id, EventType.MEMORY_UPDATED, counts)
-        # The event's UPDATE holds the research row until commit: a cancel or failure that came first is seen
-        # here, and nothing lands in a research that is over.
-        if Research.objects.filter(pk=research_id, status__in=STOPPED).exists():
+        # The research row is only read (`held_status`), last, in the tree's lock order: the reviews of one
+        # research store their memory side by side, and a cancel or failure that came first is seen here, so
+        # nothing lands in a research that is over. The event goes in unnumbered, numbered after the commit.
+        held = held_status(research_id)
+        if held is None or held[0] in STOPPED:
             raise ResearchStopped(f"research {research_id} is over")
+        insert_events(research_id, [(EventType.MEMORY_UPDATED, counts)])
     return counts
 
 

@@ -1,13 +1,14 @@
 """Planning: the top-level queries of a research, or the children of a finished query."""
 
 import logging
+from contextlib import AbstractContextManager
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from research import dispatch, transitions
-from research.events import record_event
+from research.events import insert_events
 from research.lifecycle import fail_research
 from research.memory import open_gaps
 from research.models import (
@@ -27,7 +28,7 @@ from workers.agents.engines import engine_for
 from workers.agents.query_generator import Ancestor
 from workers.clients.llm import charged_to
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import running_research
+from workers.pipeline.lifecycle import held_status, running_research
 from workers.pipeline.locks import claim_owner, claimable, worker_name
 
 log = logging.getLogger(__name__)
@@ -104,15 +105,18 @@ def _lock_parent(parent: SerpQuery | None, breadth: int) -> int | None:
 
 def _store(research: Research, parent: SerpQuery | None, planned: list, depth: int, offset: int) -> None:
     parent_id = parent.pk if parent is not None else None
-    with research_transaction(research.pk):
+    # The top level takes the research row, which serialises two deliveries of it. Children are serialised by their
+    # parent's `children_planned` flag, so their planning only reads the row (`held_status`), beside the tree's
+    # other writes. Either way the events go in unnumbered, numbered after the commit.
+    held: AbstractContextManager[Any] = research_transaction(research.pk) if parent is None else transaction.atomic()
+    with held:
         # Cancelled, failed or stopped by a budget during the model call: its unfinished queries were stopped, so
         # add none (a stopped research's pending count is zero, and must stay so).
-        if not Research.objects.filter(pk=research.pk, status=ResearchStatus.RUNNING, stop_reason="").exists():
+        if held_status(research.pk) != (ResearchStatus.RUNNING, ""):
             return
         if parent is not None:
             if not SerpQuery.objects.filter(pk=parent.pk, children_planned=False).update(children_planned=True):
                 return
-        # The research row lock serialises two deliveries of the top-level planning.
         elif SerpQuery.objects.filter(research_id=research.pk, parent__isnull=True).exists():
             return
         else:
@@ -129,23 +133,20 @@ def _store(research: Research, parent: SerpQuery | None, planned: list, depth: i
             )
             for index, item in enumerate(planned)
         )
-        for query in created:
-            record_event(
-                research.pk,
+        data = {"parent_id": parent_id, "depth": depth}
+        events: list[tuple[str, dict[str, Any]]] = [
+            (
                 EventType.NEW_SERP_QUERY,
-                {
-                    "query_id": query.pk,
-                    "parent_id": parent_id,
-                    "depth": depth,
-                    "query": query.query,
-                    "objective": query.objective,
-                },
+                {"query_id": query.pk, **data, "query": query.query, "objective": query.objective},
             )
+            for query in created
+        ]
         if parent is None and research.review_plan:
             # Its user reviews the top-level queries first: their searches are queued when the plan is approved.
             transitions.await_review(research.pk)
-            record_event(research.pk, EventType.PLAN_READY, {"queries": len(created)})
+            insert_events(research.pk, [*events, (EventType.PLAN_READY, {"queries": len(created)})])
             return
+        insert_events(research.pk, events)
         dispatch.SEARCH.each_on_commit([query.pk for query in created], research.pk)
 
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from research import budgets, database, dispatch, transitions
+from research import budgets, dispatch, transitions
 from research.dispatch import QUEUED
 from research.events import insert_events, record_event
 from research.lifecycle import fail_research
@@ -47,6 +47,7 @@ from workers.clients.llm import charged_to
 from workers.pipeline import heartbeat, relevance
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
+from workers.pipeline.lifecycle import held_status
 from workers.pipeline.locks import claim_owner, claimable, worker_name
 from workers.pipeline.memory import report_notes
 
@@ -265,15 +266,9 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
 
 
 def _still_reporting(research_id: ResearchId) -> bool:
-    """Inside a section's transaction: whether its research is still writing its report, its row held as tree
-    transactions hold it (FOR KEY SHARE on PostgreSQL), which sections share and an ending waits for."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT status FROM {Research._meta.db_table} WHERE id = %s{database.key_share()}",
-            [Research._meta.pk.get_db_prep_value(research_id, connection)],
-        )
-        row = cursor.fetchone()
-    return row is not None and row[0] == ResearchStatus.REPORTING
+    """Inside a section's transaction: whether its research is still writing its report (`held_status`)."""
+    held = held_status(research_id)
+    return held is not None and held[0] == ResearchStatus.REPORTING
 
 
 def _sections_done(research_id: str, version: int) -> None:
