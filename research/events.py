@@ -7,9 +7,10 @@ transaction that takes the research row: the events its commit had made visible,
 after every seq handed out before. Seqs are therefore gap-free and handed out in commit order of the numbering,
 so a reader that has seen seq N never finds a smaller one appear later. Numbering happens:
 
-- where an event is recorded outside a tree transaction or a report section's store (the steering steps, the
-  endings): at once, in the same transaction, after the events committed before it (so `research_cancelled` follows
-  everything that landed);
+- where an event is recorded with `record_event` outside a tree transaction (the steering steps, the endings): at
+  once, in the same transaction, after the events committed before it (so `research_cancelled` follows everything
+  that landed). The frequent steps that only read the research row (a report section, a memory update, a branch's
+  planning) use `insert_events` instead, and leave theirs to the next push;
 - before each push (research/push.py), a moment after the commits it pushes;
 - by the sweeper, for events a dead process left unnumbered.
 
