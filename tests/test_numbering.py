@@ -1,7 +1,6 @@
 """Event seqs are handed out after the commit: the tree writes of one research do not queue on its row for them,
 seqs stay gap-free and in the order readers see them, and an ending's event follows everything that landed."""
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -12,7 +11,7 @@ from research.events import record_event
 from research.models import Event, Research, ResearchStatus
 from research.numbering import number
 from tests.support.factories import running_research
-from tests.support.threads import cancel_in_background
+from tests.support.threads import HeldTransaction, cancel_in_background
 from workers.pipeline.tree_writes import tree_transaction
 from workers.steps import sweep
 
@@ -24,27 +23,16 @@ def running(user) -> Research:
     return running_research(user, breadth=2, depth=1)
 
 
-class HeldTreeTransaction(threading.Thread):
-    """A tree transaction that recorded an event and reached its end, held open (not committed) until `finish`."""
+class HeldTreeTransaction(HeldTransaction):
+    """A tree transaction that recorded an event and reached its end, held open (not committed) until `release`."""
 
     def __init__(self, research_id) -> None:
-        super().__init__(daemon=True)
+        super().__init__()
         self.research_id = research_id
-        self.applied, self.release = threading.Event(), threading.Event()
 
-    def run(self) -> None:
-        try:
-            with transaction.atomic():
-                with tree_transaction(self.research_id):  # a savepoint here: its end applies, the commit waits
-                    record_event(self.research_id, "analyzed_a_website", {"by": "held"})
-                self.applied.set()
-                self.release.wait(30)
-        finally:
-            connection.close()
-
-    def finish(self) -> None:
-        self.release.set()
-        self.join(10)
+    def hold(self) -> None:
+        with tree_transaction(self.research_id):  # a savepoint here: its end applies, the commit waits
+            record_event(self.research_id, "analyzed_a_website", {"by": "held"})
 
 
 def seqs(research: Research) -> list[tuple[int | None, str]]:
@@ -55,7 +43,7 @@ def test_tree_transactions_of_one_research_do_not_wait_for_each_other(running) -
     # given a tree transaction of the research at its end, not yet committed
     held = HeldTreeTransaction(running.pk)
     held.start()
-    assert held.applied.wait(10)
+    assert held.held.wait(10)
     try:
         # when another one records its events meanwhile, under a lock timeout (waiting on the row would fail)
         with transaction.atomic():
@@ -66,7 +54,7 @@ def test_tree_transactions_of_one_research_do_not_wait_for_each_other(running) -
     except OperationalError as error:  # the failure this test is for
         pytest.fail(f"a tree transaction waited on the research row: {error}")
     finally:
-        held.finish()
+        held.release()
     # then both landed, unnumbered until the numbering, which hands out gap-free seqs in insertion order
     assert [seq for seq, _ in seqs(running)] == [None, None]
     assert number(running.pk) == 2
@@ -81,12 +69,12 @@ def test_an_ending_waits_for_the_tree_transactions_in_flight_and_its_event_comes
     record_event(running.pk, "research_started")
     held = HeldTreeTransaction(running.pk)
     held.start()
-    assert held.applied.wait(10)
+    assert held.held.wait(10)
     # when the research is cancelled meanwhile
     canceller, cancelled = cancel_in_background(running.pk)
     # then the cancel waits for it (it holds the row exclusively to change the status) ...
     assert cancelled.wait(1.0) is False
-    held.finish()
+    held.release()
     canceller.join(10)
     assert cancelled.is_set()
     # ... so what it wrote landed before the cancel, and the cancel's event is numbered after it, without a gap

@@ -26,25 +26,21 @@ def cancel_in_background(research_id: Any) -> tuple[threading.Thread, threading.
     return canceller, cancelled
 
 
-class RowHolder(threading.Thread):
-    """Holds one research row locked, `FOR NO KEY UPDATE` as a query's count-off or an event numbering does (or
-    `FOR UPDATE` as an ending does), in a transaction of its own until `release`, which commits it."""
+class HeldTransaction(threading.Thread):
+    """Runs `hold` in a transaction of its own, on a connection of its own, and keeps the transaction open until
+    `release`, which commits it."""
 
-    def __init__(self, research_id: Any, strength: str = "NO KEY UPDATE", status: str | None = None) -> None:
-        """`status`: the status the holder gives the research before it commits (an ending in flight)."""
+    def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.research_id, self.strength, self.status = research_id, strength, status
         self.held, self._release = threading.Event(), threading.Event()
+
+    def hold(self) -> None:
+        raise NotImplementedError
 
     def run(self) -> None:
         try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT 1 FROM {Research._meta.db_table} WHERE id = %s FOR {self.strength}",
-                    [Research._meta.pk.get_db_prep_value(self.research_id, connection)],
-                )
-                if self.status is not None:
-                    Research.objects.filter(pk=self.research_id).update(status=self.status)
+            with transaction.atomic():
+                self.hold()
                 self.held.set()
                 self._release.wait(30)
         finally:
@@ -53,3 +49,22 @@ class RowHolder(threading.Thread):
     def release(self) -> None:
         self._release.set()
         self.join(10)
+
+
+class RowHolder(HeldTransaction):
+    """Holds one research row locked, `FOR NO KEY UPDATE` as a query's count-off or an event numbering does (or
+    `FOR UPDATE` as an ending does)."""
+
+    def __init__(self, research_id: Any, strength: str = "NO KEY UPDATE", status: str | None = None) -> None:
+        """`status`: the status the holder gives the research before it commits (an ending in flight)."""
+        super().__init__()
+        self.research_id, self.strength, self.status = research_id, strength, status
+
+    def hold(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {Research._meta.db_table} WHERE id = %s FOR {self.strength}",
+                [Research._meta.pk.get_db_prep_value(self.research_id, connection)],
+            )
+        if self.status is not None:
+            Research.objects.filter(pk=self.research_id).update(status=self.status)
