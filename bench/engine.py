@@ -6,6 +6,7 @@ from this machine's clock (the workers stamp rows with `timezone.now()`), so pol
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +31,7 @@ class EngineRun:
     analysed: int
     events: int
     tasks: int
+    sections: int  # of the report's final version: written in parallel, as many at once as there are slots
     breakdown: dict[str, float]  # seconds of the measured critical chain, by step (see critical_chain)
     # Seconds from the last query done to the first report content a reader sees (the first section written;
     # the whole report where it is written in one piece), and to the report stored.
@@ -82,7 +84,7 @@ def measure(
     research_id: str, queued_at: datetime, breadth: int, depth: int, latencies: Latencies, timeout: float
 ) -> EngineRun:
     """Wait for the research, then read its tree back and compare the wall time with its critical path."""
-    from research.models import Event, Research, SerpQuery, Website, WebsiteStatus
+    from research.models import Event, ReportSection, Research, SerpQuery, Website, WebsiteStatus
 
     wait(research_id, timeout)
     research = Research.objects.get(pk=research_id)
@@ -102,6 +104,7 @@ def measure(
         analysed=analysed,
         events=Event.objects.filter(research_id=research_id).count(),
         tasks=task_count(queries, len(websites)),
+        sections=ReportSection.objects.filter(research_id=research_id, version=research.report_version).count(),
         breakdown=critical_chain(research_id, queued_at),
         **report_path(research_id, end),
     )
@@ -149,11 +152,21 @@ def latency_work(run: EngineRun, latencies: Latencies) -> float:
     )
 
 
+def report_time(run: EngineRun, latencies: Latencies, slots: int) -> float:
+    """The least time the report of `run` takes on `slots` worker slots: its outline, then its sections, at most
+    `slots` at once (a report written in one piece, or an outline with no section: the report's latency)."""
+    if not run.sections:
+        return latencies.report
+    return latencies.report_part * (1 + math.ceil(run.sections / slots))
+
+
 def slot_bound(run: EngineRun, latencies: Latencies, slots: int) -> float:
-    """max(critical path, work / slots): no scheduler on `slots` worker slots finishes the tree `run` built
-    sooner, since it needs its critical path, and its work (`latency_work`) spread over the slots followed by the
-    report, which runs alone at the end."""
-    return max(run.ideal, latency_work(run, latencies) / slots + latencies.report)
+    """max(critical path, work / slots) of the tree, then its report: no scheduler on `slots` worker slots
+    finishes what `run` built sooner. The tree needs its critical path, and its work (`latency_work`) spread
+    over the slots; the report, which starts when the tree is done, its outline and then its sections, as many
+    at a time as there are slots (`report_time`)."""
+    tree = max(run.ideal - latencies.report, latency_work(run, latencies) / slots)
+    return tree + report_time(run, latencies, slots)
 
 
 def report_path(research_id: str, end: datetime) -> dict[str, float]:

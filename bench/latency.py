@@ -18,6 +18,13 @@ class Latencies:
     analysis: float = 1.0  # website analyzer ("website_analysis"), once per page
     report: float = 2.0  # report writer ("research_report")
 
+    @property
+    def report_part(self) -> float:
+        """The outline's latency, and each section's: the report is an outline, then sections written in parallel,
+        each a shorter answer than a whole report, so each is given half the report's latency (the model's time
+        grows with what it writes). Unlimited slots write the report in `report` seconds, as one call would."""
+        return self.report / 2
+
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
@@ -50,10 +57,8 @@ def apply(latencies: Latencies, llm: FakeLLM, searx: FakeSearx, web: DelayedWeb)
         "serp_queries": latencies.plan,
         "website_analysis": latencies.analysis,
         "research_report": latencies.report,
-        # The report is an outline, then sections written in parallel: each is a shorter answer than a whole
-        # report, so each is given half the report's latency (the model's time grows with what it writes).
-        "report_outline": latencies.report / 2,
-        "report_section": latencies.report / 2,
+        "report_outline": latencies.report_part,
+        "report_section": latencies.report_part,
     }
     searx.delay = latencies.search
     searx.delays = []

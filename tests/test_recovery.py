@@ -391,6 +391,25 @@ def test_backlog_counts_only_steps_waiting_in_the_queue_and_sets_the_priority(ru
     assert [step_priority(n) for n in (0, 7, 8, 31, 32, 127, 128, 10_000)] == [0, 0, 3, 3, 6, 6, 9, 9]
 
 
+def test_a_search_goes_one_priority_step_ahead_of_its_research_backlog(monkeypatch) -> None:
+    from celery import Task
+
+    from research import dispatch
+
+    sent: list[tuple[str, object]] = []
+    monkeypatch.setattr(Task, "apply_async", lambda task, args=None, kwargs=None, **o: sent.append((task.name, o)))
+    # when searches and scrapes are published at each backlog priority, alone and in a batch
+    for priority in (0, 3, 6, 9):
+        dispatch.SEARCH.at_priority(priority, 1)
+        dispatch.SCRAPE.at_priority(priority, 1)
+    dispatch.publish_batch(dispatch.SEARCH.name, [1, 2], priority=9)
+    # then a search goes a step ahead (the top priority stays the top), a scrape at its research's priority
+    searches = [options["priority"] for name, options in sent if name == dispatch.SEARCH.name]
+    scrapes = [options["priority"] for name, options in sent if name == dispatch.SCRAPE.name]
+    assert searches == [0, 0, 3, 6, 6, 6]
+    assert scrapes == [0, 3, 6, 9]
+
+
 def test_the_sweeper_requeues_a_long_backlog_at_its_low_priority_and_a_short_one_first(
     user, running, settings, monkeypatch
 ) -> None:
@@ -438,10 +457,10 @@ def test_steps_handed_on_are_published_even_when_the_backlog_cannot_be_counted(r
         raise OperationalError("server closed the connection unexpectedly")
 
     monkeypatch.setattr(dispatch, "waiting_steps", broken)
-    # when two searches are handed on outside a transaction
-    dispatch.SEARCH.each_on_commit([11, 12], running.pk)
+    # when two scrapes are handed on outside a transaction
+    dispatch.SCRAPE.each_on_commit([11, 12], running.pk)
     # then both are published, at the lowest priority, instead of waiting for the sweeper
     assert sent == [
-        ("workers.tasks.run_query_task", (11,), {"priority": dispatch.LOWEST_PRIORITY}),
-        ("workers.tasks.run_query_task", (12,), {"priority": dispatch.LOWEST_PRIORITY}),
+        ("workers.tasks.scrape_website_task", (11,), {"priority": dispatch.LOWEST_PRIORITY}),
+        ("workers.tasks.scrape_website_task", (12,), {"priority": dispatch.LOWEST_PRIORITY}),
     ]

@@ -18,12 +18,15 @@ from celery.signals import task_postrun, task_prerun, task_received
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 
+from research.text import page_text
 from researchsite.celery import app
 from workers.errors import ResearchStopped, TransientError
 from workers.pipeline import heartbeat
 from workers.steps import REGISTRY, Step, sweep
 
 log = logging.getLogger(__name__)
+
+page_text.load_extractor()  # at the worker's start, not in its first page's fetch
 
 
 # A database, Redis or broker that restarts or drops a connection is a transient failure too: retry, and never

@@ -262,6 +262,12 @@ def _drop_footer_band(table: Tag) -> None:
         last.decompose()
 
 
+def load_extractor() -> None:
+    """Import trafilatura now (0.15 s of CPU, imported lazily so web processes that never extract skip it): a
+    worker calls this at start, so its first page is not the one that pays."""
+    import trafilatura  # noqa: F401
+
+
 def _extracted(soup: BeautifulSoup | Tag, url: str) -> str:
     """trafilatura's main text of the cleaned page, rendered like _render; "" when it finds none or cannot run.
 
