@@ -261,7 +261,7 @@ class Bench:
             runs = [m.run for m in shown]
             ratios = [r.ratio for r in runs]
             bounds = [slot_bound(r, lat, slots) for r in runs]
-            to_bound = [r.wall / b for r, b in zip(runs, bounds, strict=True)]
+            to_bound = [r.wall / b if b else float("nan") for r, b in zip(runs, bounds, strict=True)]
             waiting = median([m.lock.mean_waiting for m in shown])
             wall, at = median([r.wall for r in runs]), median([m.load for m in shown])
             name, limit = f"({shape[0]},{shape[1]})", RATIO_TARGETS.get(shape)

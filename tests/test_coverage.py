@@ -3,6 +3,8 @@
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from hypothesis import given
+from hypothesis import strategies as st
 
 from research.coverage import count_words
 from research.delta import build_delta
@@ -177,3 +179,22 @@ def test_coverage_is_counted_from_what_the_snapshot_loads_anyway(user) -> None:
 def test_count_words_reads_as_a_reader_does() -> None:
     assert count_words("") == 0
     assert count_words('## Don’t stop\n\n- well-known [text link](https://x.test/a_(b) "not these words") [1, 2]') == 5
+
+
+_SECTION_PARTS = st.sampled_from(
+    ["word", "Don’t", "well-known", "[1]", "[1, 2]", f"[[1]]({A})", f'[[2]]({B} "a quote")', "## Heading", "- item"]
+)
+
+
+@given(st.lists(st.lists(_SECTION_PARTS, max_size=12).map(" ".join), max_size=6))
+def test_sections_counted_one_by_one_count_as_the_text_they_make(sections: list[str]) -> None:
+    from research.coverage import coverage
+
+    # given written sections, counted as the snapshot and the deltas count them (each section's figures kept)
+    rows = [{"status": SectionStatus.WRITTEN, "findings": [], "markdown": markdown} for markdown in sections]
+    figures = coverage(0, 0, 2, rows, None, lambda: [A, B])
+    # then they count the words and cite the pages of the text they make together, asked once or again
+    whole = "\n\n".join(sections)
+    assert figures["words"] == count_words(whole)
+    assert figures["pages_cited"] == len({url for url in (A, B) if f"({url}" in whole})
+    assert coverage(0, 0, 2, rows, None, lambda: [A, B]) == figures
