@@ -114,10 +114,20 @@ def begin_consistent_view(lock_timeout_ms: int | None = None) -> int | None:
         return None
     with connection.cursor() as cursor:
         cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        if lock_timeout_ms is not None:
-            cursor.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
+    if lock_timeout_ms is not None:
+        limit_lock_waits(lock_timeout_ms)
+    with connection.cursor() as cursor:
         cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
         return cursor.fetchone()[0]
+
+
+def limit_lock_waits(lock_timeout_ms: int) -> None:
+    """In a transaction: a statement of it that waits longer than `lock_timeout_ms` for a lock fails
+    (LockNotAvailable) instead of waiting on. PostgreSQL: the transaction's lock_timeout. Embedded mode: nothing
+    (SQLite waits for its one write lock for at most the connection's timeout)."""
+    if _postgresql():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
 
 
 def supports_xmin() -> bool:

@@ -10,12 +10,19 @@ from research.models import Event, Research
 from research.types import ResearchId
 
 
-def number(research_id: ResearchId, inserted: bool = False) -> int:
+def number(research_id: ResearchId, inserted: bool = False, lock_timeout_ms: int | None = None) -> int:
     """Give the research's unnumbered events, those this transaction can see, the next seqs in the order they were
     inserted; the research's last seq. Inside the caller's transaction, or one of its own. `inserted`: the caller's
-    transaction has just inserted one, so there is something to number and no need to look first."""
+    transaction has just inserted one, so there is something to number and no need to look first.
+    `lock_timeout_ms` (outside a transaction only): in a transaction of its own whose lock waits end after that
+    long (LockNotAvailable), so that a pusher steps aside from a table locked exclusively (a migration, a TRUNCATE)
+    instead of holding the research row while it waits for the events table: a deadlock with a TRUNCATE."""
     if not database.one_statement_writes():
         return int(Research.objects.filter(pk=research_id).values_list("last_event_seq", flat=True).first() or 0)
+    if lock_timeout_ms is not None:
+        with transaction.atomic():
+            database.limit_lock_waits(lock_timeout_ms)
+            return number(research_id, inserted)
     pk = Research._meta.pk.get_db_prep_value(research_id, connection)
     research, events = Research._meta.db_table, Event._meta.db_table
     if inserted:

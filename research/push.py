@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import OperationalError, close_old_connections, connections, transaction
 from psycopg.errors import LockNotAvailable
 
-from research.delta import Since, drop_rows, read_push, row_digests
+from research.delta import PUSH_LOCK_TIMEOUT_MS, Since, drop_rows, read_push, row_digests
 from research.models import Research
 from research.numbering import number
 from research.types import ResearchId
@@ -233,8 +233,10 @@ def flush(research_id: str, state: PushState) -> bool:
         return False
     try:
         try:
-            # The events this push is for were committed unnumbered (research/events.py).
-            number(research_id)
+            # The events this push is for were committed unnumbered (research/events.py). Like the push's read, the
+            # numbering steps aside from a table locked exclusively (a migration, a TRUNCATE): holding the research
+            # row, it would wait for the events table while the other waited for the research table, a deadlock.
+            number(research_id, lock_timeout_ms=PUSH_LOCK_TIMEOUT_MS)
         except Research.DoesNotExist:
             return True
         research = Research.objects.filter(pk=research_id).values("last_event_seq", "owner_id").first()

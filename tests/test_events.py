@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -12,7 +13,7 @@ from django.db import OperationalError, connection, transaction
 from psycopg.errors import LockNotAvailable
 
 from research.delta import read_push
-from research.events import record_event
+from research.events import insert_events, record_event
 from research.models import Event, Research
 from research.push import research_group, user_group
 from tests.support.databases import database_dsn
@@ -154,3 +155,34 @@ def test_a_push_steps_aside_from_an_exclusive_lock_and_goes_out_after_it(user, s
     assert message is not None
     assert [(e["seq"], e["data"]) for e in message["events"]] == [(1, {"n": 1})]
     loop.close()
+
+
+def test_the_numbering_before_a_push_steps_aside_from_an_exclusive_lock(user) -> None:
+    from research.push import LocalPushState, flush
+
+    # given an event recorded unnumbered, and the events table locked exclusively by another session, as a TRUNCATE
+    # that holds it and waits for the research table does (the numbering, holding the research row, would then
+    # deadlock with it)
+    research = Research.objects.create(owner=user, prompt="p", title="t")
+    insert_events(research.pk, [("research_started", {"n": 1})])
+    with psycopg.connect(**database_dsn()) as locker:
+        locker.execute("LOCK TABLE research_event IN ACCESS EXCLUSIVE MODE")
+        # when a push numbers it while the lock is held
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '20s'")  # the connection's own limit, far above the push's
+        began = time.monotonic()
+        try:
+            with pytest.raises(OperationalError) as failed:
+                flush(str(research.pk), LocalPushState())
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+        waited = time.monotonic() - began
+        # then it gives up rather than waits, holding nothing, for the pusher to try again next round: the push's
+        # own limit ended the wait, not the connection's (which the numbering waited out before)
+        assert isinstance(failed.value.__cause__, LockNotAvailable)
+        assert waited < 10, waited
+        locker.rollback()
+    # and once the lock is gone the event is numbered and pushed
+    assert flush(str(research.pk), LocalPushState())
+    assert Event.objects.get(research=research).seq == 1
