@@ -253,6 +253,9 @@ class Page(models.Model):
     error = models.TextField(blank=True)
     # When a worker started fetching it; a fetch that is stale (worker died) may be taken over.
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # The task fetching it (its claim owner): that task run again (after a lost connection, or Celery's retry)
+    # takes its fetch up again instead of waiting for itself.
+    claimed_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     fetched_at = models.DateTimeField(null=True, blank=True)
 

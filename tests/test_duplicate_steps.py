@@ -1,10 +1,12 @@
-"""Two deliveries of one step: the second finds the lease held and makes no model call or search; a rerun after
-the lease ran out pays for its call but stores nothing twice."""
+"""Two deliveries of one step: the second finds the lease held and makes no model call, search or fetch; a rerun
+after the lease ran out pays for its call but stores nothing twice; the same task run again takes its work up."""
 
 from types import SimpleNamespace
 
 import pytest
+from django.db import OperationalError
 
+from devtools.fakes import FakeWeb
 from research.dispatch import SWEEPER
 from research.models import (
     Extract,
@@ -19,8 +21,10 @@ from research.models import (
 from tests.support.factories import running_research
 from workers.agents.query_generator import PlannedQuery
 from workers.agents.website_analyzer import Finding
+from workers.pipeline import scrape
 from workers.pipeline.analyze import analyze_website
 from workers.pipeline.plan import plan_queries
+from workers.pipeline.scrape import scrape_website
 from workers.pipeline.search import run_query
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -109,6 +113,42 @@ def test_second_delivery_during_a_search_does_nothing(running, published, monkey
     assert searches == ["q"]
     assert Website.objects.filter(query=query).count() == 1
     assert published == ["workers.tasks.scrape_website_task"]
+
+
+def test_a_scrape_run_again_by_its_own_task_fetches_the_page_it_claimed(
+    running, fakes, fake_web: FakeWeb, monkeypatch
+) -> None:
+    # given a website waiting for its page, and a page store that fails once on a lost database connection (the
+    # task runs again at once on a fresh one, or Celery retries it under the same task id)
+    url = fake_web.add_page("/cold-trial.html", f"<html><body><article><p>{SENTENCE}</p></article></body></html>")
+    query = SerpQuery.objects.create(
+        research=running, depth=1, position=0, query="q", objective="o", status=QueryStatus.SCRAPING
+    )
+    website = Website.objects.create(research=running, query=query, position=0, url=url)
+    store, failed = scrape._store_page, []
+
+    def store_once(*args: object) -> None:
+        if not failed:
+            failed.append(True)
+            raise OperationalError("server closed the connection unexpectedly")
+        store(*args)
+
+    handed_on: list[list[int]] = []
+    monkeypatch.setattr(scrape, "_store_page", store_once)
+    monkeypatch.setattr("research.dispatch.publish_batch", lambda name, ids, priority=None: handed_on.append(ids))
+    with pytest.raises(OperationalError):
+        scrape_website(website.pk, task_id="first-delivery")
+    # when another delivery comes meanwhile, and then the first task runs again
+    scrape_website(website.pk, task_id="another-delivery")
+    fetched_by_then = fake_web.count("/cold-trial.html")
+    scrape_website(website.pk, task_id="first-delivery")
+    # then the other delivery left the page to its fetcher, and the run again fetched and stored it, and moved the
+    # website on to analysis, without waiting for the page's lease to lapse
+    assert fetched_by_then == 1
+    assert fake_web.count("/cold-trial.html") == 2
+    assert Page.objects.get(research=running, url=url).status == PageStatus.FETCHED
+    assert Website.objects.get(pk=website.pk).status == WebsiteStatus.ANALYZING
+    assert handed_on == [[website.pk]]
 
 
 def test_duplicate_planning_makes_one_model_call(running, published, monkeypatch) -> None:

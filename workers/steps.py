@@ -93,7 +93,6 @@ STEPS: tuple[Step, ...] = (
         scrape.scrape_failed,
         WORK,
         (recovery.lapsed_scrapes,),
-        takes_task_id=False,
         per_website=True,
     ),
     Step(

@@ -23,14 +23,14 @@ from workers.errors import TransientError
 from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
-from workers.pipeline.locks import worker_name
+from workers.pipeline.locks import claim_owner, worker_name
 from workers.pipeline.progress import FailedWebsite
 from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)
 
 
-def scrape_website(website_id: int) -> None:
+def scrape_website(website_id: int, task_id: str | None = None) -> None:
     """Fetch the website's page unless this research has it (or is fetching it) already."""
     # One read, its research's state joined, as a row: no model instance, no second query.
     row = step_row(
@@ -46,7 +46,7 @@ def scrape_website(website_id: int) -> None:
     if status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING) or not may_start(research_id, BudgetState(*state)):
         return
     website = Waiting(website_id, url, query_id)
-    page = _claim_page(research_id, website)
+    page = _claim_page(research_id, website, claim_owner(task_id))
     if page is None:
         return
     # The page's lease, renewed while this fetch runs, stands for every website waiting on it.
@@ -60,8 +60,9 @@ def scrape_website(website_id: int) -> None:
         _store_page(research_id, page, fetched, error)
 
 
-def _claim_page(research_id: ResearchId, website: FailedWebsite) -> Page | None:
-    """Link the website to its research's page for the URL; the page if this step must fetch it, else None."""
+def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str) -> Page | None:
+    """Link the website to its research's page for the URL; the page if this step (`owner`, its task's claim
+    owner) must fetch it, else None."""
     with tree_transaction(research_id):
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
         page, created = _lock_page(research_id, website.url)
@@ -78,11 +79,14 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite) -> Page | None:
             return None
         # A fetcher renews its page's lease while it runs: a lapsed one is a dead worker's, to be taken over.
         stale = page.claimed_at is None or timezone.now() - page.claimed_at > timedelta(seconds=settings.LEASE_SECONDS)
-        if not (created or stale):
+        # This task's own fetch, not stored (its database connection was lost, or Celery retries the task): its
+        # run again takes it up, where waiting for "another" fetcher would wait for its lease to lapse.
+        ours = page.claimed_by.startswith(owner)
+        if not (created or stale or ours):
             # Another website of this research is fetching the URL; it will move this one on.
             record_event(research_id, EventType.SCRAPING, reused)
             return None
-        Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now())
+        Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200])
         record_event(research_id, EventType.SCRAPING, {"website_id": website.pk, "url": website.url})
     return page
 
@@ -95,7 +99,8 @@ def _lock_page(research_id: ResearchId, url: str) -> tuple[Page, bool]:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {Page._meta.db_table} (research_id, url, final_url, status, title, text, content_type, "
-                "bytes_read, failure_reason, error, created_at) VALUES (%s, %s, '', %s, '', '', '', 0, '', '', %s) "
+                "bytes_read, failure_reason, error, claimed_by, created_at) "
+                "VALUES (%s, %s, '', %s, '', '', '', 0, '', '', '', %s) "
                 "ON CONFLICT (research_id, url) DO NOTHING RETURNING id",
                 [
                     Research._meta.pk.get_db_prep_value(research_id, connection),
@@ -109,7 +114,7 @@ def _lock_page(research_id: ResearchId, url: str) -> tuple[Page, bool]:
             return Page(pk=row[0], research_id=research_id, url=url, status=PageStatus.FETCHING), True
     return (
         Page.objects.select_for_update()
-        .only("status", "claimed_at", "title", "http_status", "content_type", "failure_reason", "error")
+        .only("status", "claimed_at", "claimed_by", "title", "http_status", "content_type", "failure_reason", "error")
         .get_or_create(research_id=research_id, url=url)
     )
 
