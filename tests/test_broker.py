@@ -77,6 +77,40 @@ def test_redis_channel_closed_after_release_is_a_connection_error() -> None:
         assert not isinstance(raised.value, AttributeError)
 
 
+def test_a_redis_channel_builds_one_client_per_pool_not_per_operation(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
+    import redis
+
+    built: list[object] = []
+    init = redis.Redis.__init__
+
+    def counted_init(self, *args, **kwargs):
+        built.append(kwargs.get("connection_pool"))
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "__init__", counted_init)
+    with Connection(settings.REDIS_URL) as conn:
+        queue = conn.SimpleQueue(f"clients-{uuid.uuid4().hex}")
+        # when five messages are published, taken and acknowledged (each an operation kombu does with a client)
+        for n in range(5):
+            queue.put({"n": n})
+        for n in range(5):
+            message = queue.get(timeout=2)
+            assert message.payload == {"n": n}
+            message.ack()
+        channel = queue.channel
+        sync_clients = [pool for pool in built if pool is channel.pool]
+        # then the channel built one client for its pool, not one per operation
+        assert len(sync_clients) == 1
+        # and a channel whose pools were dropped (as on a lost connection) builds one for its new pool
+        channel._disconnect_pools()
+        with channel.conn_or_acquire() as client:
+            assert client.connection_pool is channel.pool and client.ping()
+        assert built[-1] is channel.pool
+        queue.close()
+
+
 def lpushes(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[str]]:
     """Spy on this process's Redis commands: the LPUSHes of each pipeline executed, and the single commands."""
     import redis

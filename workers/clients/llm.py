@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 import jsonschema
 import openai
 from django.conf import settings
+from openai.types.chat import ChatCompletion
 
 from research import budgets
 from research.models import CallOutcome
@@ -166,6 +167,13 @@ def _client() -> openai.OpenAI:
     return client
 
 
+def _post_completion(client: openai.OpenAI, body: dict[str, Any], seconds: float) -> ChatCompletion:
+    """POST /chat/completions through the openai client, as `chat.completions.create` does (the same transport,
+    errors and `ChatCompletion`), without its conversion of the parameters against the SDK's typed dicts: an
+    identity on the plain JSON sent here, and 0.5-1 ms of CPU a call, a call or more per step."""
+    return client.post("/chat/completions", body=body, cast_to=ChatCompletion, options={"timeout": seconds})
+
+
 def _retry_after(exc: openai.APIStatusError) -> float | None:
     return parse_retry_after(exc.response.headers.get("retry-after") if exc.response is not None else None)
 
@@ -251,9 +259,7 @@ def _create(
         seconds = min(model_window.attempt_timeout(model), time_left(expires_at, "LLM call"))
         started = time.monotonic()
         try:
-            create = functools.partial(
-                client.chat.completions.create, model=model, messages=sent, timeout=seconds, **options
-            )
+            create = functools.partial(_post_completion, client, {"model": model, "messages": sent, **options}, seconds)
             return call_within(create, seconds, "LLM call"), _chars(sent), time.monotonic() - started
         except openai.BadRequestError as exc:
             requests.record(CallOutcome.ERROR)

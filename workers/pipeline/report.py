@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from research import budgets, dispatch, transitions
@@ -48,7 +48,7 @@ from workers.pipeline import heartbeat, relevance
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import held_status
-from workers.pipeline.locks import claim_owner, claimable, worker_name
+from workers.pipeline.locks import claim_owner, claimable, claimable_sql, worker_name
 from workers.pipeline.memory import report_notes
 
 log = logging.getLogger(__name__)
@@ -212,16 +212,12 @@ def _hand_to_assembly(research_id: str) -> None:
 def write_section(section_id: int, task_id: str | None = None) -> None:
     """Write one section of the report, check its citations, and store it (once); the last one queues assembly."""
     owner = claim_owner(task_id)
-    # Unordered: an UPDATE has no order, and Django would still compile the model's default ordering for each one.
-    current = ReportSection.objects.filter(
-        pk=section_id,
-        status__in=[SectionStatus.PENDING, SectionStatus.WRITING],
-        research__status=ResearchStatus.REPORTING,
-        version=F("research__report_version"),
-    ).order_by()
-    if not current.filter(claimable(owner)).update(
-        status=SectionStatus.WRITING, claimed_by=(owner + worker_name())[:200], claimed_at=timezone.now()
-    ):
+    claimed = _update_open_section(
+        section_id,
+        {"status": SectionStatus.WRITING, "claimed_by": (owner + worker_name())[:200], "claimed_at": timezone.now()},
+        claimable_by=owner,
+    )
+    if not claimed:
         return  # written, claimed by another delivery, or its research is over: nothing to do
     heartbeat.took_up()  # the claim replaced the task's reservation
     with holding(ReportSection, section_id):
@@ -252,17 +248,53 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         with transaction.atomic():
             if not _still_reporting(research.pk):
                 return
-            if not current.update(
-                status=SectionStatus.WRITTEN,
-                content=content,
-                markdown=markdown,
-                written_at=timezone.now(),
-                claimed_at=timezone.now(),
-            ):
+            stored = _update_open_section(
+                section_id,
+                {
+                    "status": SectionStatus.WRITTEN,
+                    "content": content,
+                    "markdown": markdown,
+                    "written_at": timezone.now(),
+                    "claimed_at": timezone.now(),
+                },
+            )
+            if not stored:
                 return  # another delivery stored the section first
             written = {"position": section.position, "title": section.title}
             insert_events(research.pk, [(EventType.REPORT_SECTION_WRITTEN, written)])
         _sections_done(str(research.pk), section.version)
+
+
+def _update_open_section(section_id: int, values: Mapping[str, Any], claimable_by: str | None = None) -> bool:
+    """Set `values` on the section if it is pending or being written, in its research's current report version,
+    the research still reporting (and, with `claimable_by`, its lease free, lapsed or that owner's); whether it
+    was. One hand-written statement: the ORM compiles the join to the research in an UPDATE in 2.5 ms of CPU, and
+    each section makes two."""
+    fields = [_section_field(name) for name in values]
+    assignments = ", ".join(f"{field.column} = %s" for field in fields)
+    params = [field.get_db_prep_save(value, connection) for field, value in zip(fields, values.values(), strict=True)]
+    lease, lease_params = claimable_sql(claimable_by) if claimable_by is not None else ("1 = 1", [])
+    table = ReportSection._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET {assignments} WHERE id = %s AND status IN (%s, %s) AND {lease} AND version = "
+            f"(SELECT report_version FROM {Research._meta.db_table} WHERE id = {table}.research_id AND status = %s)",
+            [
+                *params,
+                section_id,
+                SectionStatus.PENDING,
+                SectionStatus.WRITING,
+                *lease_params,
+                ResearchStatus.REPORTING,
+            ],
+        )
+        return cursor.rowcount > 0
+
+
+def _section_field(name: str) -> "Field[Any, Any]":  # stubs-only generic
+    field = ReportSection._meta.get_field(name)
+    assert isinstance(field, Field)
+    return field
 
 
 def _still_reporting(research_id: ResearchId) -> bool:
