@@ -80,7 +80,8 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str) -> 
         # A fetcher renews its page's lease while it runs: a lapsed one is a dead worker's, to be taken over.
         stale = page.claimed_at is None or timezone.now() - page.claimed_at > timedelta(seconds=settings.LEASE_SECONDS)
         # This task's own fetch, not stored (its database connection was lost, or Celery retries the task): its
-        # run again takes it up, where waiting for "another" fetcher would wait for its lease to lapse.
+        # run again takes it up, where waiting for "another" fetcher would wait for its lease to lapse. (Redis
+        # redelivering the message while the first still fetches means a second fetch; only one store lands.)
         ours = page.claimed_by.startswith(owner)
         if not (created or stale or ours):
             # Another website of this research is fetching the URL; it will move this one on.
