@@ -97,6 +97,32 @@ def published(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return names
 
 
+@pytest.fixture(autouse=True)
+def no_stray_tasks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test without worker processes (the unit and database lanes) queues nothing on this run's broker: the
+    session's worker pool, started by an earlier test, would run the task while the test's tables are flushed (a
+    report written during the TRUNCATE deadlocked it). Such a test records what it queues with `published`, or
+    runs tasks eagerly (or is marked `broker`, queueing messages no worker can act on); one that queues for real
+    fails here, and what it queued is not sent."""
+    lane = next((mark.name for mark in request.node.iter_markers() if mark.name in ("unit", "database")), None)
+    if lane is None or "published" in request.fixturenames or request.node.get_closest_marker("broker"):
+        yield
+        return
+    stray: list[str] = []
+    send = Task.apply_async
+
+    def guarded(task: Task, args: object = None, kwargs: object = None, **options: object) -> object:
+        if task.app.conf.task_always_eager:
+            return send(task, args, kwargs, **options)
+        stray.append(task.name)
+        return None
+
+    monkeypatch.setattr(Task, "apply_async", guarded)
+    yield
+    if stray:
+        pytest.fail(f"a {lane}-lane test queued {stray} on the shared broker: use the `published` fixture")
+
+
 @pytest.fixture(scope="session")
 def password_hash() -> str:
     """PASSWORD hashed once for the session: hashing it again for each test's users (PBKDF2, about 0.4 s here) cost

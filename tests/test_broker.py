@@ -137,6 +137,7 @@ def lpushes(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[str]]:
 NO_ROWS = [-11, -12, -13, -14, -15]
 
 
+@pytest.mark.broker
 def test_a_batch_of_steps_reaches_redis_in_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     from research import dispatch
 
@@ -150,6 +151,7 @@ def test_a_batch_of_steps_reaches_redis_in_one_round_trip(monkeypatch: pytest.Mo
     assert "LPUSH" not in singles
 
 
+@pytest.mark.broker
 def test_a_batch_that_fails_to_send_is_published_step_by_step(monkeypatch: pytest.MonkeyPatch) -> None:
     from kombu.exceptions import KombuError
     from kombu.transport import redis as kombu_redis

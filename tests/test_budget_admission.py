@@ -45,7 +45,7 @@ def test_the_first_request_is_admitted_on_the_known_state_and_the_next_reads_it(
     assert len(second) == 1 and "stop_reason" in second[0]["sql"]
 
 
-def test_a_known_state_past_the_budget_stops_the_research_before_its_request(research) -> None:
+def test_a_known_state_past_the_budget_stops_the_research_before_its_request(research, published) -> None:
     # given a state read when the research had spent its steps' share of the budget
     spend(research, 900)
     known = budget_state(research.pk)
@@ -55,6 +55,8 @@ def test_a_known_state_past_the_budget_stops_the_research_before_its_request(res
     # then the research was stopped on its budget
     research.refresh_from_db()
     assert research.stop_reason == "budget_tokens"
+    # and its report was queued (recorded here: a worker of the session's pool writing it would race the teardown)
+    assert published == ["workers.tasks.write_report_task"]
 
 
 def test_a_reporting_research_admits_its_requests_without_reading_it(research) -> None:

@@ -54,7 +54,7 @@ def ready_website(research: Research) -> Website:
     )
 
 
-def test_analysis_run_again_after_its_lease_ran_out_stores_one_result(running, monkeypatch) -> None:
+def test_analysis_run_again_after_its_lease_ran_out_stores_one_result(running, published, monkeypatch) -> None:
     # given a website ready for analysis, and a model call (10 + 5 tokens) so slow that its lease runs out and the
     # sweeper hands the website to a second delivery, which runs to the end meanwhile
     website = ready_website(running)
@@ -75,7 +75,7 @@ def test_analysis_run_again_after_its_lease_ran_out_stores_one_result(running, m
     assert Extract.objects.filter(website=website).count() == 1
 
 
-def test_second_delivery_during_an_analysis_does_nothing(running, monkeypatch) -> None:
+def test_second_delivery_during_an_analysis_does_nothing(running, published, monkeypatch) -> None:
     # given an analysis under way, and the same task delivered again (another worker) during its model call
     website = ready_website(running)
     calls: list[str] = []
