@@ -80,9 +80,13 @@ class _Pusher:
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._state: PushState | None = None
+        # Set while nothing is marked and the flusher holds no database connection.
+        self._idle = threading.Event()
+        self._idle.set()
 
     def mark(self, research_id: str) -> None:
         with self._wake:
+            self._idle.clear()
             self._dirty.add(research_id)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="event-pusher", daemon=True)
@@ -95,6 +99,7 @@ class _Pusher:
                 if not self._dirty:
                     # Idle: give the connection back rather than hold it open between bursts.
                     connections.close_all()
+                    self._idle.set()
                 while not self._dirty:
                     self._wake.wait()
             # Let the events of a busy moment gather into one push.
@@ -115,6 +120,11 @@ class _Pusher:
                     self.mark(research_id)
                 except Exception:  # pushing is best effort; clients catch up from the database
                     log.warning("push for research %s failed", research_id, exc_info=True)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every marked research is pushed and the connection given back (a test database about to
+        be dropped); False if that took longer than `timeout` seconds."""
+        return self._idle.wait(timeout)
 
     def _push_state(self) -> "PushState":
         if self._state is None:

@@ -97,6 +97,16 @@ def published(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return names
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's test database, dropped only once this process's event pusher has pushed what the last
+    tests recorded and closed its connection (else the drop fails on it and the database is left behind)."""
+    yield
+    from research.push import _pusher
+
+    _pusher.wait_idle(timeout=10)
+
+
 @pytest.fixture(autouse=True)
 def no_stray_tasks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A test without worker processes (the unit and database lanes) queues nothing on this run's broker: the

@@ -65,8 +65,11 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str) -> 
     owner) must fetch it, else None."""
     with tree_transaction(research_id):
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
-        page, created = _lock_page(research_id, website.url)
+        fetcher = (owner + worker_name())[:200]
+        page, created = _lock_page(research_id, website.url, fetcher)
         if not _claim_website(website.pk, page.pk):
+            if created:  # no fetch: the page this step inserted leased waits unleased for the next website
+                Page.objects.filter(pk=page.pk).update(claimed_at=None, claimed_by="")
             return None
         transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
         reused = {"website_id": website.pk, "url": website.url, "reused": True}
@@ -87,32 +90,45 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str) -> 
             # Another website of this research is fetching the URL; it will move this one on.
             record_event(research_id, EventType.SCRAPING, reused)
             return None
-        Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200])
+        if not (created and page.claimed_by == fetcher):  # a page this step inserted was inserted leased to it
+            Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now(), claimed_by=fetcher)
         record_event(research_id, EventType.SCRAPING, {"website_id": website.pk, "url": website.url})
     return page
 
 
-def _lock_page(research_id: ResearchId, url: str) -> tuple[Page, bool]:
-    """The research's page for the URL, locked, and whether this transaction inserted it."""
+def _lock_page(research_id: ResearchId, url: str, fetcher: str) -> tuple[Page, bool]:
+    """The research's page for the URL, locked, and whether this transaction inserted it (then leased to
+    `fetcher` where the insert is one statement)."""
     if database.one_statement_writes():
         # The usual case, a URL no website of the research had: one statement instead of get_or_create's four
-        # (select, savepoint, insert, release). Inserted unclaimed, as get_or_create did.
+        # (select, savepoint, insert, release), which also takes the fetch's lease (no update of its own).
+        now = timezone.now()
         with connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {Page._meta.db_table} (research_id, url, final_url, status, title, text, content_type, "
-                "bytes_read, failure_reason, error, claimed_by, created_at) "
-                "VALUES (%s, %s, '', %s, '', '', '', 0, '', '', '', %s) "
+                "bytes_read, failure_reason, error, claimed_by, claimed_at, created_at) "
+                "VALUES (%s, %s, '', %s, '', '', '', 0, '', '', %s, %s, %s) "
                 "ON CONFLICT (research_id, url) DO NOTHING RETURNING id",
                 [
                     Research._meta.pk.get_db_prep_value(research_id, connection),
                     url,
                     PageStatus.FETCHING,
-                    timezone.now(),
+                    fetcher,
+                    now,
+                    now,
                 ],
             )
             row = cursor.fetchone()
         if row is not None:
-            return Page(pk=row[0], research_id=research_id, url=url, status=PageStatus.FETCHING), True
+            page = Page(
+                pk=row[0],
+                research_id=research_id,
+                url=url,
+                status=PageStatus.FETCHING,
+                claimed_at=now,
+                claimed_by=fetcher,
+            )
+            return page, True
     return (
         Page.objects.select_for_update()
         .only("status", "claimed_at", "claimed_by", "title", "http_status", "content_type", "failure_reason", "error")
