@@ -67,8 +67,9 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str) -> 
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
         fetcher = (owner + worker_name())[:200]
         page, created = _lock_page(research_id, website.url, fetcher)
+        leased_by_insert = created and page.claimed_at is not None
         if not _claim_website(website.pk, page.pk):
-            if created:  # no fetch: the page this step inserted leased waits unleased for the next website
+            if leased_by_insert:  # no fetch here: the next website of the URL fetches the page at once
                 Page.objects.filter(pk=page.pk).update(claimed_at=None, claimed_by="")
             return None
         transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
@@ -90,7 +91,7 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str) -> 
             # Another website of this research is fetching the URL; it will move this one on.
             record_event(research_id, EventType.SCRAPING, reused)
             return None
-        if not (created and page.claimed_by == fetcher):  # a page this step inserted was inserted leased to it
+        if not leased_by_insert:
             Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now(), claimed_by=fetcher)
         record_event(research_id, EventType.SCRAPING, {"website_id": website.pk, "url": website.url})
     return page
