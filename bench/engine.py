@@ -223,7 +223,42 @@ def critical_chain(research_id: str, queued_at: datetime) -> dict[str, float]:
         out[f"queue{level}"] = (began - query["created_at"]).total_seconds()
         out[f"search{level}"] = (stored - began).total_seconds()
         out[f"pages{level}"] = (query["finished_at"] - stored).total_seconds()
+        out.update(_last_page(research_id, query, stored, level))
         previous_end = query["finished_at"]
     if research.finished_at:
         out["report"] = (research.finished_at - previous_end).total_seconds()
     return out
+
+
+def _last_page(research_id: str, query: Mapping[str, Any], stored: datetime, level: int) -> dict[str, float]:
+    """`pages` of a chain's query taken apart along its website that finished last: `wait` (websites stored → its
+    scrape began), `fetch` (→ its analysis began: the fetch, the store and the analysis's queue), `analysis`
+    (→ analysed), `close` (→ the query's end: its review). Ideal: 0, page latency, analysis latency, 0."""
+    from research.models import Event, EventType, Website
+
+    last = (
+        Website.objects.filter(query_id=query["id"], finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values("id", "finished_at")
+        .first()
+    )
+    if last is None or query["finished_at"] is None:
+        return {}
+    times = {
+        kind: Event.objects.filter(research_id=research_id, type=kind, data__website_id=last["id"])
+        .order_by("created_at")
+        .values_list("created_at", flat=True)
+        .first()
+        for kind in (EventType.SCRAPING, EventType.ANALYZING, EventType.ANALYZED)
+    }
+    scraping, analyzing, analyzed = (
+        times[kind] for kind in (EventType.SCRAPING, EventType.ANALYZING, EventType.ANALYZED)
+    )
+    if scraping is None or analyzing is None or analyzed is None:
+        return {}
+    return {
+        f"wait{level}": (scraping - stored).total_seconds(),
+        f"fetch{level}": (analyzing - scraping).total_seconds(),
+        f"analysis{level}": (analyzed - analyzing).total_seconds(),
+        f"close{level}": (query["finished_at"] - analyzed).total_seconds(),
+    }

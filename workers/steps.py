@@ -88,9 +88,9 @@ STEPS: tuple[Step, ...] = (
     Step(dispatch.SEARCH, search.run_query, _query, search.search_failed, WORK, (recovery.lapsed_searches,)),
     Step(
         dispatch.SCRAPE,
-        scrape.scrape_website,
+        scrape.fetch_and_analyze,
         _website,
-        scrape.scrape_failed,
+        scrape.fetch_or_analysis_failed,
         WORK,
         (recovery.lapsed_scrapes,),
         per_website=True,

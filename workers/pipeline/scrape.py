@@ -20,7 +20,7 @@ from research.usage import BudgetState
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.ratelimit import host_slot
 from workers.errors import TransientError
-from workers.pipeline import heartbeat, progress
+from workers.pipeline import analyze, heartbeat, progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
 from workers.pipeline.locks import claim_owner, worker_name
@@ -30,8 +30,27 @@ from workers.pipeline.tree_writes import tree_transaction
 log = logging.getLogger(__name__)
 
 
-def scrape_website(website_id: int, task_id: str | None = None) -> None:
-    """Fetch the website's page unless this research has it (or is fetching it) already."""
+def fetch_and_analyze(website_id: int, task_id: str | None = None) -> None:
+    """The scrape step: fetch the website's page, then analyse it in the same task.
+
+    The analysis is the page's next step anyway: taken up here, it skips a broker message (its publish, delivery
+    and acknowledgement), the wait behind the research's backlog and a task's start, and nothing else changes. It
+    claims the website as the analysis step does, so a delivery of this task that finds the website being
+    analysed (run again after an error, or redelivered) takes the analysis up again where its lease allows, and
+    other websites waiting on the same page still go to analysis steps of their own."""
+    scrape_website(website_id, task_id, analyze_here=True)
+    analyze.analyze_website(website_id, task_id)
+
+
+def fetch_or_analysis_failed(website_id: int, error: BaseException) -> None:
+    """The scrape step gave up: the website failed in its fetch, or in its analysis when the page was stored."""
+    scrape_failed(website_id, error)
+    analyze.analysis_failed(website_id, error)
+
+
+def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bool = False) -> None:
+    """Fetch the website's page unless this research has it (or is fetching it) already; with `analyze_here`,
+    the website's own analysis is left to the caller (not queued)."""
     # One read, its research's state joined, as a row: no model instance, no second query.
     row = step_row(
         Website,
@@ -46,7 +65,8 @@ def scrape_website(website_id: int, task_id: str | None = None) -> None:
     if status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING) or not may_start(research_id, BudgetState(*state)):
         return
     website = Waiting(website_id, url, query_id)
-    page = _claim_page(research_id, website, claim_owner(task_id))
+    keep = website_id if analyze_here else None
+    page = _claim_page(research_id, website, claim_owner(task_id), keep)
     if page is None:
         return
     # The page's lease, renewed while this fetch runs, stands for every website waiting on it.
@@ -57,12 +77,13 @@ def scrape_website(website_id: int, task_id: str | None = None) -> None:
             # No slot for the host in time: the page is given up, so the retry (or a website waiting on it) takes it.
             Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING).update(claimed_at=None)
             raise
-        _store_page(research_id, page, fetched, error)
+        _store_page(research_id, page, fetched, error, keep)
 
 
-def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str) -> Page | None:
+def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str, keep: int | None = None) -> Page | None:
     """Link the website to its research's page for the URL; the page if this step (`owner`, its task's claim
-    owner) must fetch it, else None."""
+    owner) must fetch it, else None (the website handed to analysis where the page is stored, not queued if it is
+    `keep`)."""
     with tree_transaction(research_id):
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
         fetcher = (owner + worker_name())[:200]
@@ -76,7 +97,7 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str) -> 
         reused = {"website_id": website.pk, "url": website.url, "reused": True}
         if page.status == PageStatus.FETCHED:
             record_event(research_id, EventType.SCRAPING, reused)
-            _to_analysis(research_id, page, [website])
+            _to_analysis(research_id, page, [website], keep)
             return None
         if page.status == PageStatus.FAILED:
             _fail(research_id, page, [website])
@@ -182,8 +203,11 @@ def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
         return None, exc
 
 
-def _store_page(research_id: ResearchId, page: Page, fetched: FetchedPage | None, error: FetchError | None) -> None:
-    """Store the fetched page (or its failure) and move on every website waiting on it."""
+def _store_page(
+    research_id: ResearchId, page: Page, fetched: FetchedPage | None, error: FetchError | None, keep: int | None
+) -> None:
+    """Store the fetched page (or its failure) and move on every website waiting on it (`keep`'s analysis not
+    queued: its caller runs it)."""
     with tree_transaction(research_id):
         now = timezone.now()
         # Each update is conditional on the page still fetching, and locks it: none changes a page a takeover
@@ -216,7 +240,7 @@ def _store_page(research_id: ResearchId, page: Page, fetched: FetchedPage | None
         if not stored:
             return  # a takeover finished it first
         if fetched is not None and database.one_statement_writes():
-            _fetched_to_analysis(research_id, page)
+            _fetched_to_analysis(research_id, page, keep)
             return
         waiting = [
             Waiting(*row)
@@ -226,7 +250,7 @@ def _store_page(research_id: ResearchId, page: Page, fetched: FetchedPage | None
             .values_list("pk", "url", "query_id")
         ]
         if fetched is not None:
-            _to_analysis(research_id, page, waiting)
+            _to_analysis(research_id, page, waiting, keep)
         else:
             _fail(research_id, page, waiting)
 
@@ -234,7 +258,7 @@ def _store_page(research_id: ResearchId, page: Page, fetched: FetchedPage | None
 Waiting = FailedWebsite  # a website in `scraping` whose page this transaction settles
 
 
-def _to_analysis(research_id: ResearchId, page: Page, websites: list[Waiting]) -> None:
+def _to_analysis(research_id: ResearchId, page: Page, websites: list[Waiting], keep: int | None) -> None:
     ids = [website.pk for website in websites]
     Website.objects.filter(pk__in=ids).update(
         status=WebsiteStatus.ANALYZING,
@@ -245,10 +269,10 @@ def _to_analysis(research_id: ResearchId, page: Page, websites: list[Waiting]) -
         http_status=page.http_status,
         content_type=page.content_type,
     )
-    dispatch.ANALYZE.each_on_commit(ids, research_id)
+    dispatch.ANALYZE.each_on_commit([pk for pk in ids if pk != keep], research_id)
 
 
-def _fetched_to_analysis(research_id: ResearchId, page: Page) -> None:
+def _fetched_to_analysis(research_id: ResearchId, page: Page, keep: int | None) -> None:
     """`_to_analysis` for every website waiting on the page, in one statement: locked in key order, moved on, and
     returned (PostgreSQL)."""
     table = Website._meta.db_table
@@ -269,7 +293,7 @@ def _fetched_to_analysis(research_id: ResearchId, page: Page) -> None:
                 WebsiteStatus.SCRAPING,
             ],
         )
-        ids = sorted(row[0] for row in cursor.fetchall())
+        ids = sorted(row[0] for row in cursor.fetchall() if row[0] != keep)
     dispatch.ANALYZE.each_on_commit(ids, research_id)
 
 
