@@ -3,11 +3,24 @@ one for each other website waiting on the page; a run again after the store (a r
 website without fetching again; and a step that gives up fails the website for what it was doing."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from devtools.fakes import FakeLLM, FakeWeb
 from devtools.fakes.behaviours import ResearchModel
 from research.dispatch import QUEUED
-from research.models import Extract, Page, PageStatus, QueryStatus, Research, SerpQuery, Website, WebsiteStatus
+from research.models import (
+    Event,
+    EventType,
+    Extract,
+    Page,
+    PageStatus,
+    QueryStatus,
+    Research,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
 from tests.support.factories import running_research
 from workers.pipeline.scrape import fetch_and_analyze, fetch_or_analysis_failed
 
@@ -32,9 +45,16 @@ def test_the_scrape_step_analyses_its_own_website_and_queues_the_others_waiting_
     fetching = website(research, url)
     waiting = website(research, url, position=1, status=WebsiteStatus.SCRAPING, page=page)
     # when the scrape step runs for the first
-    fetch_and_analyze(fetching.pk, task_id="task-1")
-    # then it fetched the page once and analysed its own website itself
+    with CaptureQueriesContext(connection) as queries:
+        fetch_and_analyze(fetching.pk, task_id="task-1")
+    # then it fetched the page once and analysed its own website itself, leased to it by the page's store: no read
+    # and claim of the analysis step's own
     assert fake_web.count("/page/heat-pumps") == 1
+    statements = [query["sql"] for query in queries.captured_queries]
+    assert sum("FROM research_website w JOIN" in sql for sql in statements) == 1
+    assert not [sql for sql in statements if "RETURNING (SELECT text" in sql]
+    started = Event.objects.filter(research=research, type=EventType.ANALYZING).values_list("data", flat=True)
+    assert [data["website_id"] for data in started] == [fetching.pk]
     assert Website.objects.get(pk=fetching.pk).status == WebsiteStatus.ANALYZED
     assert Extract.objects.filter(website=fetching).count() == 2
     assert fake_llm.count("website_analysis") == 1

@@ -2,6 +2,7 @@
 
 import json
 import logging
+from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -48,13 +49,42 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
         if text is None:
             return  # another delivery of this analysis is under way
         transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
-        # Recorded as the analysis begins (a worker has taken it up), not when it was queued.
-        record_event(research_id, EventType.ANALYZING, {"website_id": website_id, "url": url})
-    research_engine = engine_for(engine)
+        record_started(research_id, website_id, url)
     # The model request is admitted on the state read above, a claim ago, not on a read of its own.
-    with holding(Website, website_id), charged_to(research_id, known=state):
-        findings = research_engine.analyze(objective, query, url, title, text)
-    page_text = PageText(text)
+    analyze_claimed(Claimed(research_id, website_id, query_id, url, title, objective, query, engine, state, text))
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A website whose analysis its caller has claimed, with what the analysis needs. `state`: the research's
+    budget state the model request is admitted on (None: read again before the request)."""
+
+    research_id: ResearchId
+    website_id: int
+    query_id: int
+    url: str
+    title: str
+    objective: str
+    query: str
+    engine: str
+    state: BudgetState | None
+    text: str
+
+
+def record_started(research_id: ResearchId, website_id: int, url: str) -> None:
+    """Inside the transaction that claims the website's analysis: recorded as the analysis begins (a worker has
+    taken it up), not when it was queued."""
+    record_event(research_id, EventType.ANALYZING, {"website_id": website_id, "url": url})
+
+
+def analyze_claimed(claimed: Claimed) -> None:
+    """The analysis of a claimed website: the model's findings, kept where their quotes are on the page, stored
+    once with the query's count of websites still pending."""
+    research_id, website_id, query_id, url = claimed.research_id, claimed.website_id, claimed.query_id, claimed.url
+    research_engine = engine_for(claimed.engine)
+    with holding(Website, website_id), charged_to(research_id, known=claimed.state):
+        findings = research_engine.analyze(claimed.objective, claimed.query, url, claimed.title, claimed.text)
+    page_text = PageText(claimed.text)
     kept = [finding for finding in findings if page_text.contains(finding.quote)]
     dropped = len(findings) - len(kept)
     if dropped:

@@ -14,7 +14,7 @@ from research import database, dispatch
 from research.collection import fetch_link
 from research.dispatch import QUEUED
 from research.events import record_event
-from research.models import EventType, Page, PageStatus, Research, Website, WebsiteStatus
+from research.models import EventType, Page, PageStatus, Research, SerpQuery, Website, WebsiteStatus
 from research.types import ResearchId
 from research.usage import BudgetState
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
@@ -34,12 +34,16 @@ def fetch_and_analyze(website_id: int, task_id: str | None = None) -> None:
     """The scrape step: fetch the website's page, then analyse it in the same task.
 
     The analysis is the page's next step anyway: taken up here, it skips a broker message (its publish, delivery
-    and acknowledgement), the wait behind the research's backlog and a task's start, and nothing else changes. It
-    claims the website as the analysis step does, so a delivery of this task that finds the website being
-    analysed (run again after an error, or redelivered) takes the analysis up again where its lease allows, and
-    other websites waiting on the same page still go to analysis steps of their own."""
-    scrape_website(website_id, task_id, analyze_here=True)
-    analyze.analyze_website(website_id, task_id)
+    and acknowledgement), the wait behind the research's backlog, a task's start, and the analysis step's read and
+    claim (the transaction that stores the page leases the website to this task). A delivery of this task that
+    finds the website handed to analysis (run again after an error, or redelivered) runs the analysis step on it,
+    which takes it up where its lease allows; other websites waiting on the same page go to analysis steps of
+    their own."""
+    kept = scrape_website(website_id, task_id, analyze_here=True)
+    if isinstance(kept, analyze.Claimed):
+        analyze.analyze_claimed(kept)
+    elif kept:
+        analyze.analyze_website(website_id, task_id)
 
 
 def fetch_or_analysis_failed(website_id: int, error: BaseException) -> None:
@@ -48,27 +52,36 @@ def fetch_or_analysis_failed(website_id: int, error: BaseException) -> None:
     analyze.analysis_failed(website_id, error)
 
 
-def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bool = False) -> None:
-    """Fetch the website's page unless this research has it (or is fetching it) already; with `analyze_here`,
-    the website's own analysis is left to the caller (not queued)."""
+def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bool = False) -> analyze.Claimed | bool:
+    """Fetch the website's page unless this research has it (or is fetching it) already.
+
+    With `analyze_here` the website's own analysis is left to the caller, not queued: what this returns is that
+    analysis, claimed for the caller where this step stored the page, True where the website may be waiting for
+    its analysis otherwise (handed on before, or with a page fetched before), False where it is not."""
     # One read, its research's state joined, as a row: no model instance, no second query.
     row = step_row(
         Website,
         website_id,
-        ["research_id", "query_id", "url", "status", *RESEARCH_STATE],
-        f"SELECT w.research_id, w.query_id, w.url, w.status, {state_sql('r')} FROM {Website._meta.db_table} w "
+        ["research_id", "query_id", "url", "status", "title", "query__objective", "query__query", "research__engine"]
+        + list(RESEARCH_STATE),
+        "SELECT w.research_id, w.query_id, w.url, w.status, w.title, q.objective, q.query, r.engine, "
+        f"{state_sql('r')} FROM {Website._meta.db_table} w JOIN {SerpQuery._meta.db_table} q ON q.id = w.query_id "
         f"JOIN {Research._meta.db_table} r ON r.id = w.research_id WHERE w.id = %s",
     )
     if row is None:
-        return
-    research_id, query_id, url, status, *state = row
-    if status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING) or not may_start(research_id, BudgetState(*state)):
-        return
+        return False
+    research_id, query_id, url, status, title, objective, query, engine, *columns = row
+    state = BudgetState(*columns)
+    if status == WebsiteStatus.ANALYZING:
+        return analyze_here
+    if status not in (WebsiteStatus.PENDING, WebsiteStatus.SCRAPING) or not may_start(research_id, state):
+        return False
     website = Waiting(website_id, url, query_id)
+    owner = claim_owner(task_id)
     keep = website_id if analyze_here else None
-    page = _claim_page(research_id, website, claim_owner(task_id), keep)
+    page = _claim_page(research_id, website, owner, keep)
     if page is None:
-        return
+        return analyze_here
     # The page's lease, renewed while this fetch runs, stands for every website waiting on it.
     with holding(Page, page.pk), holding(Website, website.pk):
         try:
@@ -77,7 +90,25 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
             # No slot for the host in time: the page is given up, so the retry (or a website waiting on it) takes it.
             Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING).update(claimed_at=None)
             raise
-        _store_page(research_id, page, fetched, error, keep)
+        # The analysis is leased to this task by the store: its lease is renewed from here on by the analysis.
+        claimed = _store_page(research_id, page, fetched, error, keep, (owner + worker_name())[:200])
+    if not claimed or fetched is None:
+        return False
+    # Admitted on the state read before the fetch where the research spends without a budget of tokens or
+    # dollars (its time budget is reckoned from the clock); with one, its sums are read again before the request.
+    unbudgeted = state.budget_tokens is None and state.budget_usd is None
+    return analyze.Claimed(
+        research_id,
+        website_id,
+        query_id,
+        url,
+        title or page.title,
+        objective,
+        query,
+        engine,
+        state if unbudgeted else None,
+        fetched.text,
+    )
 
 
 def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str, keep: int | None = None) -> Page | None:
@@ -204,10 +235,15 @@ def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
 
 
 def _store_page(
-    research_id: ResearchId, page: Page, fetched: FetchedPage | None, error: FetchError | None, keep: int | None
-) -> None:
-    """Store the fetched page (or its failure) and move on every website waiting on it (`keep`'s analysis not
-    queued: its caller runs it)."""
+    research_id: ResearchId,
+    page: Page,
+    fetched: FetchedPage | None,
+    error: FetchError | None,
+    keep: int | None = None,
+    claimed_by: str = QUEUED,
+) -> bool:
+    """Store the fetched page (or its failure) and move on every website waiting on it; `keep`'s analysis is not
+    queued but leased to `claimed_by`, its caller. Whether `keep` was handed to analysis so."""
     with tree_transaction(research_id):
         now = timezone.now()
         # Each update is conditional on the page still fetching, and locks it: none changes a page a takeover
@@ -238,10 +274,9 @@ def _store_page(
                 fetched_at=now,
             )
         if not stored:
-            return  # a takeover finished it first
+            return False  # a takeover finished it first
         if fetched is not None and database.one_statement_writes():
-            _fetched_to_analysis(research_id, page, keep)
-            return
+            return _fetched_to_analysis(research_id, page, keep, claimed_by)
         waiting = [
             Waiting(*row)
             for row in Website.objects.select_for_update()
@@ -250,41 +285,58 @@ def _store_page(
             .values_list("pk", "url", "query_id")
         ]
         if fetched is not None:
-            _to_analysis(research_id, page, waiting, keep)
-        else:
-            _fail(research_id, page, waiting)
+            return _to_analysis(research_id, page, waiting, keep, claimed_by)
+        _fail(research_id, page, waiting)
+        return False
 
 
 Waiting = FailedWebsite  # a website in `scraping` whose page this transaction settles
 
 
-def _to_analysis(research_id: ResearchId, page: Page, websites: list[Waiting], keep: int | None) -> None:
+def _to_analysis(
+    research_id: ResearchId, page: Page, websites: list[Waiting], keep: int | None, claimed_by: str = QUEUED
+) -> bool:
+    """The websites handed to analysis, each queued but `keep`, which is leased to `claimed_by`; whether `keep` was
+    among them."""
     ids = [website.pk for website in websites]
     Website.objects.filter(pk__in=ids).update(
         status=WebsiteStatus.ANALYZING,
         # Handed on: the analysis task queued below may claim it.
         claimed_at=timezone.now(),
-        claimed_by=QUEUED,
+        claimed_by=Case(When(pk=keep, then=Value(claimed_by)), default=Value(QUEUED), output_field=TextField()),
         title=Case(When(title="", then=Value(page.title[:1000])), default=F("title"), output_field=TextField()),
         http_status=page.http_status,
         content_type=page.content_type,
     )
+    return _handed_on(research_id, page, ids, keep, claimed_by)
+
+
+def _handed_on(research_id: ResearchId, page: Page, ids: list[int], keep: int | None, claimed_by: str) -> bool:
+    """Queue the analyses of the websites `ids` handed on, but `keep`'s (its analysis begins now where it is
+    leased to a task); whether `keep` was handed on."""
     dispatch.ANALYZE.each_on_commit([pk for pk in ids if pk != keep], research_id)
+    if keep not in ids:
+        return False
+    if claimed_by != QUEUED:
+        analyze.record_started(research_id, keep, page.url)
+    return True
 
 
-def _fetched_to_analysis(research_id: ResearchId, page: Page, keep: int | None) -> None:
+def _fetched_to_analysis(research_id: ResearchId, page: Page, keep: int | None, claimed_by: str = QUEUED) -> bool:
     """`_to_analysis` for every website waiting on the page, in one statement: locked in key order, moved on, and
     returned (PostgreSQL)."""
     table = Website._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET status = %s, claimed_at = %s, claimed_by = %s, "
+            f"UPDATE {table} SET status = %s, claimed_at = %s, claimed_by = CASE WHEN id = %s THEN %s ELSE %s END, "
             "title = CASE WHEN title = '' THEN %s ELSE title END, http_status = %s, content_type = %s "
             f"WHERE id IN (SELECT id FROM {table} WHERE page_id = %s AND status = %s ORDER BY id FOR UPDATE) "
             "RETURNING id",
             [
                 WebsiteStatus.ANALYZING,
                 timezone.now(),
+                keep,
+                claimed_by,
                 QUEUED,
                 page.title[:1000],
                 page.http_status,
@@ -293,8 +345,8 @@ def _fetched_to_analysis(research_id: ResearchId, page: Page, keep: int | None) 
                 WebsiteStatus.SCRAPING,
             ],
         )
-        ids = sorted(row[0] for row in cursor.fetchall() if row[0] != keep)
-    dispatch.ANALYZE.each_on_commit(ids, research_id)
+        ids = sorted(row[0] for row in cursor.fetchall())
+    return _handed_on(research_id, page, ids, keep, claimed_by)
 
 
 def _fail(research_id: ResearchId, page: Page, websites: list[Waiting]) -> None:
