@@ -221,7 +221,9 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         return  # written, claimed by another delivery, or its research is over: nothing to do
     heartbeat.took_up()  # the claim replaced the task's reservation
     with holding(ReportSection, section_id):
-        section = ReportSection.objects.select_related("research").get(pk=section_id)
+        # Not the research's outline: a section has its own plan, and the whole outline (hundreds of sections'
+        # findings and learnings in a large research) would be read and decoded for each of them.
+        section = ReportSection.objects.select_related("research").defer("research__report_outline").get(pk=section_id)
         research = section.research
         run = (research.pk, section.version, research.started_at)
         sources, page_texts = collect_sources(research.pk, *_sources_allowance(research), cache_key=run)
