@@ -224,7 +224,7 @@ def _unwrap_layout_tables(body: Tag) -> None:
     body_len = _text_len(body)
     column_marked = body.find("article") is not None
     for table in reversed(body.find_all("table")):  # innermost first
-        if table.decomposed:
+        if _destroyed(table):
             continue
         cells = table.find_all(["td", "th"])
         if not any(cell.find(_LAYOUT_CONTENT) for cell in cells):
@@ -393,13 +393,21 @@ def _text_len(tag: Tag) -> int:
     return sum(len(s.strip()) for s in tag.find_all(string=True) if not isinstance(s, PreformattedString))
 
 
+def _destroyed(tag: Tag) -> bool:
+    """Whether `tag` was decomposed, itself or with an ancestor. bs4's `decomposed` property reads an attribute that
+    only a decomposed element has: on a live tag the read falls through to `Tag.__getattr__`, which searches the
+    tag's whole subtree for a child element of that name, so checking every tag of a page was quadratic in its
+    nesting."""
+    return bool(vars(tag).get("_decomposed", False))
+
+
 def _drop_noise(body: Tag) -> None:
     """Remove boilerplate and invisible elements in place."""
     for tag in body.find_all(_DROP_TAGS):
-        if not tag.decomposed:
+        if not _destroyed(tag):
             tag.decompose()
     for tag in body.find_all(role=True):
-        if not tag.decomposed and str(tag.get("role", "")).strip().lower() in _DROP_ROLES:
+        if not _destroyed(tag) and str(tag.get("role", "")).strip().lower() in _DROP_ROLES:
             tag.decompose()
     # Softer signals: a form, a hidden wrapper or a "cookie" class that holds most of the page is a layout
     # wrapper (ASP.NET pages sit in one <form>, some sites hide the body until scripts run), so keep those.
@@ -408,7 +416,7 @@ def _drop_noise(body: Tag) -> None:
         return
     page_len = _text_len(body)
     for tag in soft:
-        if tag.decomposed:
+        if _destroyed(tag):
             continue
         if page_len and _text_len(tag) > page_len / 2:
             continue
