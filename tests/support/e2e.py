@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from research.models import FINISHED_STATUSES, Research
+from research.models import FINISHED_STATUSES, EventType, Research, ResearchStatus
 from research.snapshot import build_snapshot
 from tests.support.snapshot_schema import validate_snapshot
 
@@ -55,12 +55,22 @@ def start_research(
     return response.json()["research_id"]
 
 
+# A research that fails or is cancelled records its ending event a moment after its status, in the transaction
+# that stops its unfinished rows (research/lifecycle.py stop_unfinished).
+ENDING_EVENTS = {
+    ResearchStatus.FAILED: EventType.RESEARCH_FAILED,
+    ResearchStatus.CANCELLED: EventType.RESEARCH_CANCELLED,
+}
+
+
 def wait_finished(research_id: str, timeout: float = 120) -> Research:
-    """Wait for the research to end; its final snapshot, as the engine left it, must match the published schema."""
+    """Wait for the research to end, and for failed or cancelled ones their ending event; its final snapshot, as
+    the engine left it, must match the published schema."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         research = Research.objects.get(pk=research_id)
-        if research.status in FINISHED_STATUSES:
+        ending = ENDING_EVENTS.get(research.status)
+        if research.status in FINISHED_STATUSES and (ending is None or research.events.filter(type=ending).exists()):
             validate_snapshot(build_snapshot(research_id))
             return research
         time.sleep(0.1)
