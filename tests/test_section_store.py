@@ -135,19 +135,24 @@ def test_the_last_section_to_land_queues_the_assembly_until_the_assembly_claims(
     assert published == ["workers.tasks.assemble_report_task"] * 2
 
 
-def test_a_section_does_not_read_its_research_outline(reporting, published) -> None:
+def test_a_section_reads_its_row_and_research_in_one_statement_without_the_outline(reporting, published) -> None:
     from django.test.utils import CaptureQueriesContext
 
-    # given a research whose outline is large (every section's findings and learnings), as a big research's is
+    # given a research with a token budget, whose outline is large (every section's findings and learnings), as a
+    # big research's is
     outline = {
         "sections": [
             {"heading": f"Part {n}", "findings": list(range(40)), "learnings": ["x" * 200]} for n in range(300)
         ]
     }
-    Research.objects.filter(pk=reporting.pk).update(report_outline=outline)
+    Research.objects.filter(pk=reporting.pk).update(report_outline=outline, budget_tokens=10**6)
     # when a section is written
     with CaptureQueriesContext(connection) as queries:
         report.write_section(section_ids(reporting)[0])
     # then it is written without the outline ever being read: each section has its own plan
     assert ReportSection.objects.get(pk=section_ids(reporting)[0]).status == SectionStatus.WRITTEN
-    assert not [query["sql"] for query in queries.captured_queries if "report_outline" in query["sql"]]
+    statements = [query["sql"] for query in queries.captured_queries]
+    assert not [sql for sql in statements if "report_outline" in sql]
+    # and its research's spending came with its row, not from a sum of its own
+    assert sum("FROM research_reportsection s JOIN" in sql for sql in statements) == 1
+    assert not [sql for sql in statements if "FROM research_llmcall WHERE" in sql]

@@ -5,6 +5,7 @@ is then written by a task of its own, in parallel, checked and stored (and shown
 completes the set queues the assembly, which renders the whole report with the same checks and stores it.
 """
 
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -38,6 +39,7 @@ from research.models import (
 from research.text.quotes import PageText
 from research.transactions import research_transaction
 from research.types import ResearchId
+from research.usage import BudgetState, Usage
 from workers.agents import report_writer
 from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for
@@ -47,7 +49,7 @@ from workers.clients.llm import charged_to
 from workers.pipeline import heartbeat, relevance
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import held_status
+from workers.pipeline.lifecycle import RESEARCH_STATE, held_status, state_sql, step_row
 from workers.pipeline.locks import claim_owner, claimable, claimable_sql, worker_name
 from workers.pipeline.memory import report_notes
 
@@ -88,7 +90,7 @@ def _context(research: Research) -> tuple[list[tuple[str, str]], list[str]]:
 UNCUT = 10**12
 
 
-def _sources_allowance(research: Research) -> tuple[int, float]:
+def _sources_allowance(research: Research, used: Usage | None = None) -> tuple[int, float]:
     """(tokens the report's sources may take, characters per token to count them in).
 
     With a model, every finding reaches a writer: no cut, but what is left of a token or dollar budget still bounds
@@ -96,9 +98,9 @@ def _sources_allowance(research: Research) -> tuple[int, float]:
     sources, cut to REPORT_TOKEN_BUDGET.
     """
     if research.engine == EXTRACTIVE:
-        return budgets.report_prompt_tokens(research), CHARS_PER_TOKEN
+        return budgets.report_prompt_tokens(research, used=used), CHARS_PER_TOKEN
     ratio = model_window.chars_per_token(settings.LLM_AGENT_MODELS["report_writer"])
-    return budgets.report_prompt_tokens(research, cap=UNCUT), ratio
+    return budgets.report_prompt_tokens(research, cap=UNCUT, used=used), ratio
 
 
 def _plan(research_id: str) -> None:
@@ -221,12 +223,12 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         return  # written, claimed by another delivery, or its research is over: nothing to do
     heartbeat.took_up()  # the claim replaced the task's reservation
     with holding(ReportSection, section_id):
-        # Not the research's outline: a section has its own plan, and the whole outline (hundreds of sections'
-        # findings and learnings in a large research) would be read and decoded for each of them.
-        section = ReportSection.objects.select_related("research").defer("research__report_outline").get(pk=section_id)
-        research = section.research
+        read = _section_row(section_id)
+        if read is None:
+            return  # deleted with its research
+        section, research, used = read
         run = (research.pk, section.version, research.started_at)
-        sources, page_texts = collect_sources(research.pk, *_sources_allowance(research), cache_key=run)
+        sources, page_texts = collect_sources(research.pk, *_sources_allowance(research, used), cache_key=run)
         # The section sees the findings the outline gave it, under their sources numbered as in the whole report,
         # with the request, the follow-up answers and the rest of the outline.
         given = _packet(sources, section.plan)
@@ -265,6 +267,41 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
             written = {"position": section.position, "title": section.title}
             insert_events(research.pk, [(EventType.REPORT_SECTION_WRITTEN, written)])
         _sections_done(str(research.pk), section.version)
+
+
+def _section_row(section_id: int) -> tuple[ReportSection, Research, Usage] | None:
+    """The section, what a section reads of its research, and what the research's calls spent where it has a token
+    or dollar budget (0 where not: what the report's allowance reads of them): one hand-written read, as unsaved
+    instances. The ORM compiled the join for each of a large report's hundreds of sections, read the research's
+    whole outline with it, and the spending took a statement of its own."""
+    row = step_row(
+        ReportSection,
+        section_id,
+        ["version", "position", "title", "plan", "research_id", "research__engine", "research__prompt"]
+        + ["research__report_words", *RESEARCH_STATE],
+        "SELECT s.version, s.position, s.title, s.plan, s.research_id, r.engine, r.prompt, r.report_words, "
+        f"{state_sql('r')} FROM {ReportSection._meta.db_table} s "
+        f"JOIN {Research._meta.db_table} r ON r.id = s.research_id WHERE s.id = %s",
+    )
+    if row is None:
+        return None
+    version, position, title, plan, research_id, engine, prompt, report_words, *columns = row
+    state = BudgetState(*columns)
+    if isinstance(plan, str):  # raw SQL on PostgreSQL: Django reads jsonb as text, for JSONField to decode
+        plan = json.loads(plan)
+    research = Research(
+        pk=research_id,
+        engine=engine,
+        prompt=prompt,
+        report_words=report_words,
+        started_at=state.started_at,
+        budget_tokens=state.budget_tokens,
+        budget_usd=state.budget_usd,
+    )
+    section = ReportSection(
+        pk=section_id, research_id=research_id, version=version, position=position, title=title, plan=plan
+    )
+    return section, research, Usage(state.prompt_tokens, state.completion_tokens, state.cost_usd, 0)
 
 
 def _update_open_section(section_id: int, values: Mapping[str, Any], claimable_by: str | None = None) -> bool:
