@@ -127,11 +127,11 @@ def test_a_scrape_run_again_by_its_own_task_fetches_the_page_it_claimed(
     website = Website.objects.create(research=running, query=query, position=0, url=url)
     store, failed = scrape._store_page, []
 
-    def store_once(*args: object) -> None:
+    def store_once(*args: object) -> scrape.Stored:
         if not failed:
             failed.append(True)
             raise OperationalError("server closed the connection unexpectedly")
-        store(*args)
+        return store(*args)
 
     handed_on: list[list[int]] = []
     monkeypatch.setattr(scrape, "_store_page", store_once)

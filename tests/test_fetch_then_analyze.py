@@ -21,7 +21,9 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from tests.support.factories import running_research
+from tests.support.factories import running_research, spend
+from workers.errors import ResearchStopped
+from workers.pipeline import scrape
 from workers.pipeline.scrape import fetch_and_analyze, fetch_or_analysis_failed
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,3 +98,30 @@ def test_a_scrape_step_that_gives_up_fails_its_website_for_what_it_was_doing(use
     failed = dict(Website.objects.filter(research=research).values_list("pk", "failure_reason"))
     assert failed == {fetching.pk: "scrape_error", analysing.pk: "analysis_failed"}
     assert set(Website.objects.filter(research=research).values_list("status", flat=True)) == {WebsiteStatus.FAILED}
+
+
+def test_the_analysis_is_admitted_on_the_state_the_page_store_read_with_no_budget_read_of_its_own(
+    user, fakes, fake_web: FakeWeb, fake_llm: FakeLLM, published, monkeypatch
+) -> None:
+    # given a research with a token budget, and other steps that spend past it while this step fetches its page
+    ResearchModel(fake_llm, facts_per_page=1).install()
+    research = running_research(user, breadth=2, depth=1)
+    Research.objects.filter(pk=research.pk).update(budget_tokens=1000)
+    site = website(research, fake_web.page_url("heat-pumps"))
+    fetch = scrape._fetch
+
+    def fetch_while_others_spend(url: str) -> object:
+        fetched = fetch(url)
+        spend(research, 2000)
+        return fetched
+
+    monkeypatch.setattr(scrape, "_fetch", fetch_while_others_spend)
+    # when the scrape step stores the page and takes up its analysis
+    with CaptureQueriesContext(connection) as queries, pytest.raises(ResearchStopped):
+        fetch_and_analyze(site.pk, task_id="task-1")
+    # then the budget reached during the fetch stopped the research before the analysis's model request (the task
+    # ends with nothing more to do), on the state the store's statement returned: no read of the budget's own
+    statements = [query["sql"] for query in queries.captured_queries]
+    assert not [sql for sql in statements if sql.startswith("SELECT research.status")]
+    assert fake_llm.count("website_analysis") == 0
+    assert Research.objects.get(pk=research.pk).stop_reason == "budget_tokens"

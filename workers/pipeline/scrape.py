@@ -3,6 +3,7 @@
 import logging
 from dataclasses import replace
 from datetime import timedelta
+from typing import NamedTuple
 from urllib.parse import urlparse
 
 from django.conf import settings
@@ -91,11 +92,13 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
             Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING).update(claimed_at=None)
             raise
         # The analysis is leased to this task by the store: its lease is renewed from here on by the analysis.
-        claimed = _store_page(research_id, page, fetched, error, keep, (owner + worker_name())[:200])
-    if not claimed or fetched is None:
+        stored = _store_page(research_id, page, fetched, error, keep, (owner + worker_name())[:200])
+    if not stored.claimed or fetched is None:
         return False
-    # Admitted on the state read before the fetch where the research spends without a budget of tokens or
-    # dollars (its time budget is reckoned from the clock); with one, its sums are read again before the request.
+    # The model request is admitted on the research's state as the store read it, where it did (PostgreSQL); else
+    # on the state read before the fetch where the research spends without a budget of tokens or dollars (its
+    # time budget is reckoned from the clock); with one, its sums are read again before the request (a state
+    # from before the fetch would miss what other steps spent meanwhile).
     unbudgeted = state.budget_tokens is None and state.budget_usd is None
     return analyze.Claimed(
         research_id,
@@ -106,7 +109,7 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
         objective,
         query,
         engine,
-        state if unbudgeted else None,
+        stored.state or (state if unbudgeted else None),
         fetched.text,
     )
 
@@ -234,6 +237,14 @@ def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
         return None, exc
 
 
+class Stored(NamedTuple):
+    """What a page's store did for the website `keep`: whether it was handed to analysis (`claimed`), and the
+    research's budget state as the store's transaction read it, where it read it (None: not read)."""
+
+    claimed: bool
+    state: BudgetState | None = None
+
+
 def _store_page(
     research_id: ResearchId,
     page: Page,
@@ -241,9 +252,9 @@ def _store_page(
     error: FetchError | None,
     keep: int | None = None,
     claimed_by: str = QUEUED,
-) -> bool:
+) -> Stored:
     """Store the fetched page (or its failure) and move on every website waiting on it; `keep`'s analysis is not
-    queued but leased to `claimed_by`, its caller. Whether `keep` was handed to analysis so."""
+    queued but leased to `claimed_by`, its caller."""
     with tree_transaction(research_id):
         now = timezone.now()
         # Each update is conditional on the page still fetching, and locks it: none changes a page a takeover
@@ -274,7 +285,7 @@ def _store_page(
                 fetched_at=now,
             )
         if not stored:
-            return False  # a takeover finished it first
+            return Stored(False)  # a takeover finished it first
         if fetched is not None and database.one_statement_writes():
             return _fetched_to_analysis(research_id, page, keep, claimed_by)
         waiting = [
@@ -285,9 +296,9 @@ def _store_page(
             .values_list("pk", "url", "query_id")
         ]
         if fetched is not None:
-            return _to_analysis(research_id, page, waiting, keep, claimed_by)
+            return Stored(_to_analysis(research_id, page, waiting, keep, claimed_by))
         _fail(research_id, page, waiting)
-        return False
+        return Stored(False)
 
 
 Waiting = FailedWebsite  # a website in `scraping` whose page this transaction settles
@@ -322,16 +333,19 @@ def _handed_on(research_id: ResearchId, page: Page, ids: list[int], keep: int | 
     return True
 
 
-def _fetched_to_analysis(research_id: ResearchId, page: Page, keep: int | None, claimed_by: str = QUEUED) -> bool:
+def _fetched_to_analysis(research_id: ResearchId, page: Page, keep: int | None, claimed_by: str = QUEUED) -> Stored:
     """`_to_analysis` for every website waiting on the page, in one statement: locked in key order, moved on, and
-    returned (PostgreSQL)."""
+    returned, each with the research's budget state (PostgreSQL): the state the analysis leased to `claimed_by` is
+    admitted on, with no read of its own."""
     table = Website._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET status = %s, claimed_at = %s, claimed_by = CASE WHEN id = %s THEN %s ELSE %s END, "
+            f"WITH moved AS (UPDATE {table} SET status = %s, claimed_at = %s, "
+            "claimed_by = CASE WHEN id = %s THEN %s ELSE %s END, "
             "title = CASE WHEN title = '' THEN %s ELSE title END, http_status = %s, content_type = %s "
             f"WHERE id IN (SELECT id FROM {table} WHERE page_id = %s AND status = %s ORDER BY id FOR UPDATE) "
-            "RETURNING id",
+            f"RETURNING id) SELECT moved.id, state.* FROM moved, (SELECT {state_sql('r')} "
+            f"FROM {Research._meta.db_table} r WHERE r.id = %s) AS state",
             [
                 WebsiteStatus.ANALYZING,
                 timezone.now(),
@@ -343,10 +357,12 @@ def _fetched_to_analysis(research_id: ResearchId, page: Page, keep: int | None, 
                 page.content_type,
                 page.pk,
                 WebsiteStatus.SCRAPING,
+                Research._meta.pk.get_db_prep_value(research_id, connection),
             ],
         )
-        ids = sorted(row[0] for row in cursor.fetchall())
-    return _handed_on(research_id, page, ids, keep, claimed_by)
+        rows = cursor.fetchall()
+    claimed = _handed_on(research_id, page, sorted(row[0] for row in rows), keep, claimed_by)
+    return Stored(claimed, BudgetState(*rows[0][1:]) if claimed else None)
 
 
 def _fail(research_id: ResearchId, page: Page, websites: list[Waiting]) -> None:
