@@ -65,3 +65,18 @@ def test_a_reporting_research_admits_its_requests_without_reading_it(research) -
         _Requests("report_writer", "m").admit()
         _Requests("report_writer", "m").admit()
     assert len(queries) == 0
+
+
+def test_running_research_reads_every_column_as_the_orm_does(research) -> None:
+    # given a research with values of every kind a column holds: JSON, a decimal, dates, a UUID key
+    Research.objects.filter(pk=research.pk).update(
+        budget_usd="1.2500", report_outline={"sections": [{"title": "Ä", "findings": [1, 2]}]}, mode="adaptive"
+    )
+    # when a step reads it to start
+    read = lifecycle.running_research(research.pk)
+    # then its instance holds what the ORM's own read gives, field by field, with the spending summed
+    expected = Research.objects.get(pk=research.pk)
+    assert read is not None and not read._state.adding
+    for field in Research._meta.concrete_fields:
+        assert getattr(read, field.attname) == getattr(expected, field.attname), field.name
+    assert (read.prompt_tokens, read.completion_tokens) == (100, 20)

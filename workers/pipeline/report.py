@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
-from research import budgets, dispatch, transitions
+from research import budgets, database, dispatch, transitions
 from research.dispatch import QUEUED
 from research.events import insert_events, record_event
 from research.lifecycle import fail_research
@@ -347,10 +347,15 @@ def _sections_done(research_id: str, version: int) -> None:
     commit, this sees every section committed before it, so the last to land finds none unwritten; sections that
     land together may each find so, and each then queues it while the research row still waits for it (an assembly
     delivered twice is claimed once)."""
-    unwritten = ReportSection.objects.filter(research_id=research_id, version=version).exclude(
-        status=SectionStatus.WRITTEN
-    )
-    if not unwritten.exists() and transitions.assembly_due(research_id):
+    # Hand-written: the ORM compiled this read anew for each of a report's hundreds of sections.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {ReportSection._meta.db_table} WHERE research_id = %s AND version = %s "
+            "AND status <> %s)",
+            [Research._meta.pk.get_db_prep_value(research_id, connection), version, SectionStatus.WRITTEN],
+        )
+        unwritten = cursor.fetchone()[0]
+    if not unwritten and transitions.assembly_due(research_id):
         dispatch.ASSEMBLE.now(research_id)
 
 
@@ -517,6 +522,20 @@ def report_failed(research_id: str, error: BaseException) -> None:
     )
 
 
+def _page_texts(research_id: ResearchId, urls: list[str]) -> dict[str, str]:
+    """The stored texts of the research's fetched pages with these URLs, by URL. Hand-written on PostgreSQL (one
+    array parameter): the ORM compiled the read, its IN list one placeholder per URL, for every section."""
+    if not database.one_statement_writes():
+        pages = Page.objects.filter(research_id=research_id, url__in=urls, status=PageStatus.FETCHED)
+        return dict(pages.values_list("url", "text"))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT url, text FROM {Page._meta.db_table} WHERE research_id = %s AND status = %s AND url = ANY(%s)",
+            [Research._meta.pk.get_db_prep_value(research_id, connection), PageStatus.FETCHED, urls],
+        )
+        return dict(cursor.fetchall())
+
+
 class PageTexts(Mapping[str, PageText]):
     """The texts of a research's analysed pages by URL, each loaded and normalised the first time it is asked for.
 
@@ -536,8 +555,7 @@ class PageTexts(Mapping[str, PageText]):
         missing = [url for url in dict.fromkeys(urls) if url in self._keys and url not in self._loaded]
         if not missing:
             return
-        pages = Page.objects.filter(research_id=self._research_id, url__in=missing, status=PageStatus.FETCHED)
-        texts = dict(pages.values_list("url", "text"))
+        texts = _page_texts(self._research_id, missing)
         for url in missing:
             self._loaded[url] = PageText(texts.get(url, ""))
 

@@ -2,7 +2,7 @@
 
 import logging
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import NamedTuple
 from urllib.parse import urlparse
 
@@ -263,6 +263,10 @@ def _store_page(
         if fetched is not None:
             page.title, page.http_status = fetched.title[:1000], fetched.status_code
             page.content_type = fetched.content_type[:200]
+            if database.one_statement_writes():
+                if not _page_fetched(page, fetched, now):
+                    return Stored(False)  # a takeover finished it first
+                return _fetched_to_analysis(research_id, page, keep, claimed_by)
             stored = fetching.update(
                 status=PageStatus.FETCHED,
                 final_url=fetched.final_url,
@@ -286,8 +290,6 @@ def _store_page(
             )
         if not stored:
             return Stored(False)  # a takeover finished it first
-        if fetched is not None and database.one_statement_writes():
-            return _fetched_to_analysis(research_id, page, keep, claimed_by)
         waiting = [
             Waiting(*row)
             for row in Website.objects.select_for_update()
@@ -331,6 +333,31 @@ def _handed_on(research_id: ResearchId, page: Page, ids: list[int], keep: int | 
     if claimed_by != QUEUED:
         analyze.record_started(research_id, keep, page.url)
     return True
+
+
+def _page_fetched(page: Page, fetched: FetchedPage, now: datetime) -> bool:
+    """The fetched page stored if it is still fetching, by a hand-written statement (PostgreSQL): the ORM compiled
+    this update anew for every page. Its own statement, not a part of `_fetched_to_analysis`'s: the page's lock,
+    taken here, waits for a website's claim of the page to commit, and the websites' read must begin after that
+    (a statement reads the rows committed before it began) to move that website on too."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Page._meta.db_table} SET status = %s, final_url = %s, title = %s, text = %s, http_status = %s, "
+            "content_type = %s, bytes_read = %s, fetched_at = %s WHERE id = %s AND status = %s",
+            [
+                PageStatus.FETCHED,
+                fetched.final_url,
+                page.title,
+                fetched.text,
+                page.http_status,
+                page.content_type,
+                fetched.bytes_read,
+                now,
+                page.pk,
+                PageStatus.FETCHING,
+            ],
+        )
+        return cursor.rowcount > 0
 
 
 def _fetched_to_analysis(research_id: ResearchId, page: Page, keep: int | None, claimed_by: str = QUEUED) -> Stored:
