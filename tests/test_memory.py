@@ -135,7 +135,7 @@ def test_remembering_a_query_again_adds_nothing(db, user, research_model) -> Non
 
 
 def test_items_naming_websites_that_were_not_analysed_here_are_dropped(db, user, fakes, fake_llm) -> None:
-    # given a model that names a failed website, one of another research, and a real one
+    # given a model that names a failed website, one of another research, one no key could be, and a real one
     research = _research(user)
     query = _query(research, 0, PAGE_TEXTS[:1], failed=1)
     good = Website.objects.get(query=query, status="analyzed").pk
@@ -143,7 +143,7 @@ def test_items_naming_websites_that_were_not_analysed_here_are_dropped(db, user,
     other = Website.objects.get(query=_query(_research(user), 0, PAGE_TEXTS[1:2])).pk
     fake_llm.handlers["memory_update"] = lambda body, schema: {
         "insights": [
-            {"text": "Rests on one real page.", "website_ids": [good, failed, other]},
+            {"text": "Rests on one real page.", "website_ids": [good, failed, other, 10**20, -1]},
             {"text": "Rests on no analysed page of this research.", "website_ids": [failed, other]},
         ],
         "gaps": [{"text": "Nobody measured noise."}],

@@ -84,20 +84,34 @@ def remember(
 
 
 def _sources(query_id: int) -> list[MemorySource]:
+    """The query's analysed websites that have findings, in order, each with its findings: one hand-written read
+    (the ORM compiled two, with a join for the order, for every review)."""
     by_id: dict[int, MemorySource] = {}
-    websites = Website.objects.filter(query_id=query_id, status=WebsiteStatus.ANALYZED).order_by("position")
-    for pk, url, title in websites.values_list("pk", "url", "title"):
-        by_id[pk] = MemorySource(pk, url, title)
-    rows = Extract.objects.filter(website_id__in=by_id).order_by("website__position", "position")
-    for website_id, fact, quote in rows.values_list("website_id", "fact", "quote"):
-        by_id[website_id].findings.append((fact, quote))
-    return [source for source in by_id.values() if source.findings]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT w.id, w.url, w.title, e.fact, e.quote FROM {Website._meta.db_table} w "
+            f"JOIN {Extract._meta.db_table} e ON e.website_id = w.id WHERE w.query_id = %s AND w.status = %s "
+            "ORDER BY w.position, w.id, e.position, e.id",
+            [query_id, WebsiteStatus.ANALYZED],
+        )
+        for pk, url, title, fact, quote in cursor.fetchall():
+            source = by_id.get(pk)
+            if source is None:
+                source = by_id[pk] = MemorySource(pk, url, title)
+            source.findings.append((fact, quote))
+    return list(by_id.values())
 
 
 def _known(research_id: ResearchId) -> KnownMemory:
-    rows = MemoryItem.objects.filter(research_id=research_id, closed=False).order_by("id")
     gaps, insights, contradictions = [], [], []
-    for pk, kind, text in rows.values_list("pk", "kind", "text"):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, kind, text FROM {MemoryItem._meta.db_table} WHERE research_id = %s AND closed = %s "
+            "ORDER BY id",
+            [Research._meta.pk.get_db_prep_value(research_id, connection), False],
+        )
+        rows = cursor.fetchall()
+    for pk, kind, text in rows:
         if kind == MemoryKind.GAP:
             gaps.append((pk, text))
         elif kind == MemoryKind.INSIGHT:
@@ -112,12 +126,18 @@ def _items(research_id: ResearchId, update: MemoryUpdate) -> list[NewItem]:
 
     An insight left with no such website is dropped (it would rest on nothing), a contradiction left with fewer
     than two is no disagreement; a gap is what no source answered, so it may name none."""
-    named = {pk for note in [*update.insights, *update.contradictions] for pk in note.website_ids}
-    analysed = set(
-        Website.objects.filter(research_id=research_id, status=WebsiteStatus.ANALYZED, pk__in=named).values_list(
-            "pk", flat=True
-        )
-    )
+    # The ids as the model gave them: one no website key could be (out of a bigint's range) names none.
+    notes = [*update.insights, *update.contradictions]
+    named = sorted({pk for note in notes for pk in note.website_ids if 0 < pk < 2**63})
+    analysed: set[int] = set()
+    if named:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id FROM {Website._meta.db_table} WHERE research_id = %s AND status = %s "
+                f"AND id IN ({', '.join(['%s'] * len(named))})",
+                [Research._meta.pk.get_db_prep_value(research_id, connection), WebsiteStatus.ANALYZED, *named],
+            )
+            analysed = {row[0] for row in cursor.fetchall()}
     items = []
     for kind, notes, least in (
         (MemoryKind.INSIGHT, update.insights, 1),
