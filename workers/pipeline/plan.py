@@ -1,10 +1,11 @@
 """Planning: the top-level queries of a research, or the children of a finished query."""
 
+import json
 import logging
 from contextlib import AbstractContextManager
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from research import dispatch, transitions
@@ -175,9 +176,24 @@ def planning_failed(research_id: str, parent_id: int | None, error: BaseExceptio
 
 def _ancestors(parent: SerpQuery | None) -> list[Ancestor]:
     """The whole chain from the top-level query down to `parent`, each with its learnings."""
-    chain = []
-    node = parent
-    while node is not None:
-        chain.append(Ancestor(node.query, node.objective, list(node.learnings or [])))
-        node = SerpQuery.objects.filter(pk=node.parent_id).first() if node.parent_id else None
+    if parent is None:
+        return []
+    chain = [Ancestor(parent.query, parent.objective, list(parent.learnings or []))]
+    if parent.parent_id is None:
+        return chain
+    # The rest of the chain in one statement, not one read per level.
+    table = SerpQuery._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH RECURSIVE chain (id, parent_id, depth, query, objective, learnings) AS ("
+            f"SELECT id, parent_id, depth, query, objective, learnings FROM {table} WHERE id = %s UNION ALL "
+            f"SELECT q.id, q.parent_id, q.depth, q.query, q.objective, q.learnings FROM {table} q "
+            "JOIN chain ON q.id = chain.parent_id) SELECT query, objective, learnings FROM chain ORDER BY depth DESC",
+            [parent.parent_id],
+        )
+        rows = cursor.fetchall()
+    for query, objective, learnings in rows:
+        if isinstance(learnings, str):  # raw SQL reads the JSON as text, for the field to decode
+            learnings = json.loads(learnings)
+        chain.append(Ancestor(query, objective, list(learnings or [])))
     return list(reversed(chain))
