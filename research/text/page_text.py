@@ -52,6 +52,7 @@ _DROP_TAGS = [
     "textarea",
     "input",
 ]
+_DROP_TAG_SET = frozenset(_DROP_TAGS)
 # ARIA spellings of nav/header/footer/aside.
 _DROP_ROLES = {"navigation", "banner", "contentinfo", "complementary", "search"}
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
@@ -390,7 +391,12 @@ def _collapse(text: str) -> str:
 
 
 def _text_len(tag: Tag) -> int:
-    return sum(len(s.strip()) for s in tag.find_all(string=True) if not isinstance(s, PreformattedString))
+    # A walk of the descendants: find_all(string=True) matched a filter against each.
+    return sum(
+        len(node.strip())
+        for node in tag.descendants
+        if isinstance(node, NavigableString) and not isinstance(node, PreformattedString)
+    )
 
 
 def _destroyed(tag: Tag) -> bool:
@@ -402,16 +408,22 @@ def _destroyed(tag: Tag) -> bool:
 
 
 def _drop_noise(body: Tag) -> None:
-    """Remove boilerplate and invisible elements in place."""
-    for tag in body.find_all(_DROP_TAGS):
-        if not _destroyed(tag):
-            tag.decompose()
-    for tag in body.find_all(role=True):
-        if not _destroyed(tag) and str(tag.get("role", "")).strip().lower() in _DROP_ROLES:
-            tag.decompose()
+    """Remove boilerplate and invisible elements in place.
+
+    One walk over the elements in document order: an element's ancestors come before it, so one that goes takes
+    its descendants with it before they are reached (bs4's own searches, one per kind, cost three walks with a
+    filter matched per element)."""
     # Softer signals: a form, a hidden wrapper or a "cookie" class that holds most of the page is a layout
     # wrapper (ASP.NET pages sit in one <form>, some sites hide the body until scripts run), so keep those.
-    soft = [tag for tag in body.find_all(True) if tag.name == "form" or _is_hidden(tag) or _is_cookie_banner(tag)]
+    soft = []
+    for tag in body.find_all(True):
+        if _destroyed(tag):
+            continue
+        role = tag.get("role")
+        if tag.name in _DROP_TAG_SET or (role is not None and str(role).strip().lower() in _DROP_ROLES):
+            tag.decompose()
+        elif tag.name == "form" or _is_hidden(tag) or _is_cookie_banner(tag):
+            soft.append(tag)
     if not soft:
         return
     page_len = _text_len(body)
@@ -527,8 +539,16 @@ def _is_cookie_banner(tag: Tag) -> bool:
 def _main_root(soup: BeautifulSoup, body: Tag) -> Tag:
     """The <main>, [role=main] or <article> that holds the bulk of the text, else the body."""
     body_len = _text_len(body)
-    for selector, share in (("main", 0.3), ('[role="main"]', 0.3), ("article", 0.5)):
-        candidates = soup.select(selector)
+    # One walk for the three kinds, in document order as a CSS select gives them: select compiled and matched a
+    # selector for each.
+    found: dict[str, list[Tag]] = {"main": [], "role": [], "article": []}
+    for tag in soup.find_all(True):
+        if tag.name in ("main", "article"):
+            found[tag.name].append(tag)
+        if tag.get("role") == "main":
+            found["role"].append(tag)
+    for kind, share in (("main", 0.3), ("role", 0.3), ("article", 0.5)):
+        candidates = found[kind]
         if not candidates:
             continue
         best = max(candidates, key=_text_len)
