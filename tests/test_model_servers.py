@@ -214,6 +214,38 @@ def test_token_estimates_are_calibrated_from_usage(fakes, fake_llm: FakeLLM) -> 
     assert abs(estimate - counted) / counted <= 0.10, (estimate, counted)
 
 
+def test_a_burst_of_calls_reads_and_writes_the_models_facts_at_most_once_a_second(
+    fakes, fake_llm: FakeLLM, monkeypatch
+) -> None:
+    # given a model whose facts this process has not read yet, and a count of what it asks of the store
+    fake_llm.chars_per_token = 2.6
+    prompt = "A prompt about heat pumps, their coefficients of performance and defrost cycles. " * 40
+    client = model_window._redis()
+    assert client is not None
+    reads: list[str] = []
+    hgetall = client.hgetall
+    monkeypatch.setattr(client, "hgetall", lambda key: reads.append(key) or hgetall(key))
+    written: list[dict[str, object]] = []
+    write = model_window._write
+
+    def counted_write(model: str, **fields: object) -> None:
+        written.append(fields)
+        write(model, **fields)
+
+    monkeypatch.setattr(model_window, "_write", counted_write)
+    # when five calls are answered within a second
+    for k in range(5):
+        ask(content=f"{k} {prompt}")
+    # then the store was read once, and the prompt sizes written once, by the first call (the others are summed
+    # for the next write); what this process wrote it knows without reading it back
+    assert len(reads) == 1
+    sizes = [fields for fields in written if "chars" in fields]
+    assert len(sizes) == 1
+    facts = model_window.facts(MODEL)
+    assert (facts.chars, facts.tokens) == (sizes[0]["chars"], sizes[0]["tokens"])
+    assert abs(model_window.estimate_tokens(MODEL, prompt) - fake_llm.tokens(prompt)) / fake_llm.tokens(prompt) <= 0.1
+
+
 def test_a_slow_model_gets_longer_requests(fakes, fake_llm: FakeLLM, settings) -> None:
     # given a model that needs 1.5 s per answer, and a per-request timeout of 1 s
     settings.LLM_TIMEOUT = 1.0

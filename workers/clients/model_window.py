@@ -131,7 +131,8 @@ def _key(model: str) -> str:
 # second is enough. What this process learns replaces its copy at once; another worker's lesson arrives within
 # FACTS_FRESH_SECONDS (and is learned here again at worst, from the same error).
 FACTS_FRESH_SECONDS = 1.0
-_read: dict[str, tuple[float, ModelFacts]] = {}
+# key: (when read, the store's fields as read, merged with what this process wrote since, and their facts)
+_read: dict[str, tuple[float, dict[str, str], ModelFacts]] = {}
 
 
 def facts(model: str) -> ModelFacts:
@@ -140,14 +141,15 @@ def facts(model: str) -> ModelFacts:
     with _lock:
         kept = _read.get(key)
     if kept is not None and now - kept[0] < FACTS_FRESH_SECONDS:
-        return kept[1]
+        return kept[2]
     client = _redis()
     if client is None:
         with _lock:
             return ModelFacts.parse(dict(_local_store.get(key, {})))
-    read = ModelFacts.parse(cast(dict[str, str], client.hgetall(key)))  # a synchronous client's reply
+    raw = cast(dict[str, str], client.hgetall(key))  # a synchronous client's reply
+    read = ModelFacts.parse(raw)
     with _lock:
-        _read[key] = (now, read)
+        _read[key] = (now, raw, read)
     return read
 
 
@@ -157,7 +159,12 @@ def _write(model: str, *, where: tuple[str, str] | None = None, **fields: Any) -
     key, url = where or (_key(model), settings.REDIS_URL)
     values = {name: ("1" if value is True else "0" if value is False else str(value)) for name, value in fields.items()}
     with _lock:
-        _read.pop(key, None)
+        # This process's copy takes what it wrote at once, as a read of the store would give it, without reading
+        # the store again (the store's other fields arrive with the next read, within FACTS_FRESH_SECONDS).
+        kept = _read.get(key)
+        if kept is not None:
+            merged = {**kept[1], **values}
+            _read[key] = (kept[0], merged, ModelFacts.parse(merged))
     client = _redis(url)
     if client is None:
         with _lock:
@@ -182,6 +189,8 @@ def forget() -> None:
     with _lock:
         _local_store.clear()
         _read.clear()
+        _pending.clear()
+        _sampled.clear()
     client = _redis()
     if client is not None:
         keys = list(client.scan_iter(f"{KEY_PREFIX}*", count=500))
@@ -405,11 +414,27 @@ def observe_usage(model: str, prompt_chars: int, prompt_tokens: int) -> None:
             prompt_tokens,
         )
         return
+    # The samples go to the store at most once per FACTS_FRESH_SECONDS per process and model, summed meanwhile:
+    # a write per model call was a third of a worker's Redis commands at zero latency, for a ratio that a few
+    # samples settle. The first sample of a model goes at once.
+    key, now = _key(model), time.monotonic()
+    with _lock:
+        pending_chars, pending_tokens = _pending.get(key, (0.0, 0.0))
+        _pending[key] = (pending_chars + prompt_chars, pending_tokens + prompt_tokens)
+        if key in _sampled and now - _sampled[key] < FACTS_FRESH_SECONDS:
+            return
+        _sampled[key] = now
+        pending_chars, pending_tokens = _pending.pop(key)
     known = facts(model)
-    chars, tokens = known.chars + prompt_chars, known.tokens + prompt_tokens
+    chars, tokens = known.chars + pending_chars, known.tokens + pending_tokens
     if tokens > CALIBRATION_TOKENS:
         chars, tokens = chars / 2, tokens / 2
     _write(model, chars=chars, tokens=tokens)
+
+
+# Prompt sizes observed and not yet written (characters, tokens), and when each model's were last written.
+_pending: dict[str, tuple[float, float]] = {}
+_sampled: dict[str, float] = {}
 
 
 # --- speed and reasoning ---
