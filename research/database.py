@@ -10,12 +10,15 @@ may change after it (docs/schema.md, "PostgreSQL and the embedded mode").
 """
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
+
+M = TypeVar("M", bound=Model)
 
 
 def _postgresql(database: BaseDatabaseWrapper | None = None) -> bool:
@@ -58,6 +61,33 @@ def read_row(
             return cursor.fetchone()
     rows = model._default_manager.filter(pk=pk).order_by()
     return rows.annotate(**(annotations() if annotations else {})).values_list(*columns).first()
+
+
+def instance_from_row(model: type[M], row: Sequence[Any]) -> M:
+    """The `model` instance the ORM would make of `row`: the values of its concrete fields, in their order, read by
+    hand-written SQL. Each field decodes its value as for the ORM's own reads (a JSON field decodes jsonb, which
+    Django's psycopg setup loads as text), so the instance compares and saves as one the ORM read.
+
+    PostgreSQL only, where `one_statement_writes()`: psycopg returns the other columns as the ORM would.
+    Embedded mode: read through the ORM instead; the sqlite3 driver returns raw SQL's datetimes naive and its
+    decimals as floats, which only the ORM's converters mend.
+    """
+    fields = model._meta.concrete_fields
+    values = [
+        field.from_db_value(value, None, connection) if hasattr(field, "from_db_value") else value
+        for field, value in zip(fields, row, strict=True)
+    ]
+    return model.from_db(connection.alias, [field.attname for field in fields], values)
+
+
+def json_value(value: Any) -> Any:
+    """A JSON column's list or object as a step uses it, whether it came from hand-written SQL or from the ORM (the
+    ORM's reads return it decoded). For columns that hold lists or objects only: a JSON string would be ambiguous.
+
+    PostgreSQL: a hand-written read returns jsonb as text, since Django's psycopg setup loads it so for the JSON
+    field to decode. Embedded mode: SQLite stores JSON as text, and a hand-written read returns that text.
+    """
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def lock_row(model: type[Model], pk: Any, exclusive: bool = False) -> None:

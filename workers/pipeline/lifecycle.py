@@ -89,11 +89,7 @@ def _with_spent(research_id: ResearchId) -> Research | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    values = [
-        field.from_db_value(value, None, connection) if hasattr(field, "from_db_value") else value
-        for field, value in zip(fields, row, strict=False)
-    ]
-    research = Research.from_db(connection.alias, [field.attname for field in fields], values)
+    research = database.instance_from_row(Research, row[: len(fields)])
     for name, value in zip(BudgetState._fields[6:], row[len(fields) :], strict=True):
         setattr(research, name, value)
     return research

@@ -1,6 +1,5 @@
 """Planning: the top-level queries of a research, or the children of a finished query."""
 
-import json
 import logging
 from contextlib import AbstractContextManager
 from typing import Any
@@ -8,7 +7,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import dispatch, transitions
+from research import database, dispatch, transitions
 from research.events import insert_events
 from research.lifecycle import fail_research
 from research.memory import open_gaps
@@ -193,7 +192,5 @@ def _ancestors(parent: SerpQuery | None) -> list[Ancestor]:
         )
         rows = cursor.fetchall()
     for query, objective, learnings in rows:
-        if isinstance(learnings, str):  # raw SQL reads the JSON as text, for the field to decode
-            learnings = json.loads(learnings)
-        chain.append(Ancestor(query, objective, list(learnings or [])))
+        chain.append(Ancestor(query, objective, list(database.json_value(learnings) or [])))
     return list(reversed(chain))

@@ -5,7 +5,6 @@ is then written by a task of its own, in parallel, checked and stored (and shown
 completes the set queues the assembly, which renders the whole report with the same checks and stores it.
 """
 
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -287,8 +286,6 @@ def _section_row(section_id: int) -> tuple[ReportSection, Research, Usage] | Non
         return None
     version, position, title, plan, research_id, engine, prompt, report_words, *columns = row
     state = BudgetState(*columns)
-    if isinstance(plan, str):  # raw SQL on PostgreSQL: Django reads jsonb as text, for JSONField to decode
-        plan = json.loads(plan)
     research = Research(
         pk=research_id,
         engine=engine,
@@ -299,7 +296,12 @@ def _section_row(section_id: int) -> tuple[ReportSection, Research, Usage] | Non
         budget_usd=state.budget_usd,
     )
     section = ReportSection(
-        pk=section_id, research_id=research_id, version=version, position=position, title=title, plan=plan
+        pk=section_id,
+        research_id=research_id,
+        version=version,
+        position=position,
+        title=title,
+        plan=database.json_value(plan),
     )
     return section, research, Usage(state.prompt_tokens, state.completion_tokens, state.cost_usd, 0)
 
