@@ -64,6 +64,7 @@ from research.snapshot import (
     website_state,
 )
 from research.types import ResearchId
+from research.usage import with_usage
 
 DELTA_VERSION = 2
 
@@ -91,11 +92,14 @@ def read_push(
 ) -> tuple[list[dict[str, Any]], dict[str, Any], int | None, str | None]:
     """The events after seq `after` (at most `limit`), the delta since `since` (None: a whole one), the view's
     xmin to pass as the next push's `since`, and with `checksum` the checksum of the whole snapshot, all read in
-    one consistent view. Raises Research.DoesNotExist, and LockNotAvailable (wrapped as OperationalError) where
-    a table is locked exclusively for more than PUSH_LOCK_TIMEOUT_MS: a push is best effort and steps aside."""
+    one consistent view. No events (another process pushed them): no delta, an empty dict, and only the events
+    read. Raises Research.DoesNotExist, and LockNotAvailable (wrapped as OperationalError) where a table is locked
+    exclusively for more than PUSH_LOCK_TIMEOUT_MS: a push is best effort and steps aside."""
     with consistent_view(lock_timeout_ms=PUSH_LOCK_TIMEOUT_MS) as xmin:
         rows = Event.objects.filter(research_id=research_id, seq__gt=after).order_by("seq")[:limit]
         events = [event_payload(event) for event in rows]
+        if not events:  # another process pushed them: nothing to send, so no delta to build
+            return events, {}, xmin, None
         delta = build_delta(research_id, since)
         return events, delta, xmin, state_checksum(build_snapshot(research_id)) if checksum else None
 
@@ -112,7 +116,7 @@ def build_delta(research_id: ResearchId, since: Since | None) -> dict[str, Any]:
     row comes with the changed rows and the order of all its keys, which also says which rows are gone. One query finds
     the changed rows of every table; the rest load only those, so a push of one event costs a few queries
     whatever the size of the tree."""
-    research = Research.objects.with_usage().get(pk=research_id)
+    research = with_usage(research_id)
     xmin = since.xmin if since is not None and database.supports_xmin() else None
     delta: dict[str, Any] = {
         "version": DELTA_VERSION,

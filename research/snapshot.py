@@ -33,7 +33,7 @@ from research.models import (
 )
 from research.planning import descendants, gap_round_queries
 from research.types import ResearchId
-from research.usage import research_cost, usage_of
+from research.usage import research_cost, usage_of, with_usage
 
 SNAPSHOT_VERSION = 3
 
@@ -56,7 +56,7 @@ def research_summary(research: Research) -> dict[str, Any]:
 def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
     """Load the research, its questions, queries, websites, extracts, memory, documents, report sections and
     conversation: nine queries in all (the coverage is counted from what they load)."""
-    research = Research.objects.with_usage().get(pk=research_id)
+    research = with_usage(research_id)
     questions = list(
         FollowUpQuestion.objects.filter(research_id=research.pk)
         .order_by("position")

@@ -114,17 +114,19 @@ class Usage(NamedTuple):
     unpriced_calls: int  # calls of a model with no known price: while any, the research's cost is unknown
 
 
+# The sums of Usage over the calls of the research whose id is the one parameter (or a column, by substitution).
+_TOTALS = (
+    "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(cost_usd), 0), "
+    f"COUNT(*) FILTER (WHERE cost_usd IS NULL) FROM {LlmCall._meta.db_table} WHERE research_id = "
+)
+
+
 def totals(research_id: ResearchId) -> Usage:
     """What a research's model calls spent, summed from them."""
     if database.one_statement_writes():
         # Read before every report section: one statement without the ORM's aggregate machinery.
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
-                "COALESCE(SUM(cost_usd), 0), COUNT(*) FILTER (WHERE cost_usd IS NULL) "
-                f"FROM {LlmCall._meta.db_table} WHERE research_id = %s",
-                [Research._meta.pk.get_db_prep_value(research_id, connection)],
-            )
+            cursor.execute(_TOTALS + "%s", [Research._meta.pk.get_db_prep_value(research_id, connection)])
             prompt, completion, usd, unpriced = cursor.fetchone()
         return Usage(int(prompt), int(completion), Decimal(usd), int(unpriced))
     calls = LlmCall.objects.filter(research_id=research_id)
@@ -135,6 +137,29 @@ def totals(research_id: ResearchId) -> Usage:
         unpriced=Count("id", filter=Q(cost_usd__isnull=True)),
     )
     return Usage(sums["prompt"], sums["completion"], sums["usd"], sums["unpriced"])
+
+
+def with_usage(research_id: ResearchId) -> Research:
+    """The research with the totals of its calls (`usage_of`), as `Research.objects.with_usage().get` reads it;
+    raises Research.DoesNotExist. On PostgreSQL one hand-written statement that sums the calls in one pass: the
+    ORM's read compiled four subqueries, each summing every call again, for each push and snapshot."""
+    if not database.one_statement_writes():
+        return Research.objects.with_usage().get(pk=research_id)
+    fields = Research._meta.concrete_fields
+    columns = ", ".join(f"r.{field.column}" for field in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns}, u.* FROM {Research._meta.db_table} r "
+            f"CROSS JOIN LATERAL ({_TOTALS}r.id) u WHERE r.id = %s",
+            [Research._meta.pk.get_db_prep_value(research_id, connection)],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Research.DoesNotExist(research_id)
+    research = database.instance_from_row(Research, row[: len(fields)])
+    for name, value in zip(Usage._fields, row[len(fields) :], strict=True):
+        setattr(research, name, value)
+    return research
 
 
 def usage_of(research: Research) -> Usage:

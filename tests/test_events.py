@@ -10,6 +10,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import OperationalError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from psycopg.errors import LockNotAvailable
 
 from research.delta import read_push
@@ -139,6 +140,9 @@ def test_a_push_steps_aside_from_an_exclusive_lock_and_goes_out_after_it(user, s
     settings.PUSH_INTERVAL = 0.05
     research = Research.objects.create(owner=user, prompt="p", title="t")
     received, loop = listener(research)
+    # (an event already pushed: a push with events to send reads the tables of its delta)
+    record_event(research.pk, "research_started", {"n": 0})
+    assert received(5.0) is not None
 
     with psycopg.connect(**database_dsn()) as locker:
         locker.execute("LOCK TABLE research_website IN ACCESS EXCLUSIVE MODE")
@@ -153,7 +157,7 @@ def test_a_push_steps_aside_from_an_exclusive_lock_and_goes_out_after_it(user, s
     # and once the lock is gone the push goes out, the event not lost
     message = received(5.0)
     assert message is not None
-    assert [(e["seq"], e["data"]) for e in message["events"]] == [(1, {"n": 1})]
+    assert [(e["seq"], e["data"]) for e in message["events"]] == [(2, {"n": 1})]
     loop.close()
 
 
@@ -186,3 +190,22 @@ def test_the_numbering_before_a_push_steps_aside_from_an_exclusive_lock(user) ->
     # and once the lock is gone the event is numbered and pushed
     assert flush(str(research.pk), LocalPushState())
     assert Event.objects.get(research=research).seq == 1
+
+
+def test_a_push_whose_events_another_process_sent_reads_no_delta(user) -> None:
+    # given a research whose one event was pushed already (by another worker process, say)
+    research = Research.objects.create(owner=user, prompt="p", title="t")
+    record_event(research.pk, "research_started", {"n": 1})
+    # when a process marked dirty by it reads its push
+    with CaptureQueriesContext(connection) as captured:
+        events, delta, _, _ = read_push(research.pk, 1, 10, None)
+    # then there is nothing to send, and it read the events only, none of the tables of a delta
+    assert (events, delta) == ([], {})
+    read = " ".join(query["sql"] for query in captured.captured_queries)
+    assert "research_event" in read
+    assert not any(table in read for table in ("research_website", "research_serpquery", "research_reportsection"))
+    # and with an event after that seq, the same read carries it and its delta
+    record_event(research.pk, "research_started", {"n": 2})
+    events, delta, _, _ = read_push(research.pk, 1, 10, None)
+    assert [event["data"] for event in events] == [{"n": 2}]
+    assert delta["research"]["id"] == str(research.pk)

@@ -10,8 +10,9 @@ from django.db.models import Sum
 from devtools.fakes import FakeLLM
 from research import services
 from research.models import CallOutcome, LlmCall, Research
-from research.usage import budget_state, cost_of, record_call, totals
+from research.usage import Usage, budget_state, cost_of, record_call, totals, usage_of, with_usage
 from tests.support.databases import database_dsn
+from tests.support.factories import running_research, spend
 from workers.pipeline.followups import generate_followups
 
 pytestmark = pytest.mark.django_db
@@ -120,3 +121,29 @@ def test_totals_sum_every_call_and_count_the_unpriced_ones(user, settings) -> No
     # then the totals are the research's own, the unknown price counted apart
     assert totals(research.pk) == (1300, 130, Decimal("0.000360"), 1)
     assert totals(Research.objects.create(owner=user, prompt="p", title="t").pk) == (0, 0, Decimal(0), 0)
+
+
+@pytest.mark.parametrize("calls", [[], [(100, 20, "0.001250"), (7, 3, None), (1, 0, "0.000002")]])
+def test_with_usage_reads_the_research_and_its_totals_as_the_orm_does(user, calls) -> None:
+    # given a research with values of every kind a column holds, and some calls (none; priced and unpriced)
+    research = running_research(user, breadth=2, depth=1)
+    Research.objects.filter(pk=research.pk).update(budget_usd="1.2500", report_outline={"sections": [{"t": "Ä"}]})
+    for prompt, completion, usd in calls:
+        spend(research, prompt, completion, usd)
+    # when the push and the snapshot read it with its totals
+    read = with_usage(research.pk)
+    # then it holds what the ORM's annotated read gives, field by field and total by total, of the same types
+    expected = Research.objects.with_usage().get(pk=research.pk)
+    assert not read._state.adding
+    for field in Research._meta.concrete_fields:
+        assert getattr(read, field.attname) == getattr(expected, field.attname), field.name
+    for name in Usage._fields:
+        assert (getattr(read, name), type(getattr(read, name))) == (
+            getattr(expected, name),
+            type(getattr(expected, name)),
+        ), name
+    assert usage_of(read) == totals(research.pk)
+    # and a research that is gone is not found, as with the ORM
+    Research.objects.filter(pk=research.pk).delete()
+    with pytest.raises(Research.DoesNotExist):
+        with_usage(research.pk)
