@@ -63,6 +63,12 @@ def read_row(
     return rows.annotate(**(annotations() if annotations else {})).values_list(*columns).first()
 
 
+def instance_columns(model: type[Model], alias: str) -> str:
+    """The SELECT list of the `model` table joined as `alias` that `instance_from_row` takes: its concrete
+    fields' columns, in their order. PostgreSQL and the Embedded mode alike: plain column names."""
+    return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
+
+
 def instance_from_row(model: type[M], row: Sequence[Any]) -> M:
     """The `model` instance the ORM would make of `row`: the values of its concrete fields, in their order, read by
     hand-written SQL. Each field decodes its value as for the ORM's own reads (a JSON field decodes jsonb, which
@@ -78,6 +84,24 @@ def instance_from_row(model: type[M], row: Sequence[Any]) -> M:
         for field, value in zip(fields, row, strict=True)
     ]
     return model.from_db(connection.alias, [field.attname for field in fields], values)
+
+
+def read_instance(model: type[M], pk: Any) -> M | None:
+    """The `model` row with key `pk` as an instance, None where there is none.
+
+    PostgreSQL: a hand-written SELECT of its columns made into the instance the ORM would make
+    (`instance_from_row`), where the ORM compiled the read anew for every step that starts from a whole row.
+    Embedded mode: the ORM's read, whose converters turn SQLite's values into what the callers compare.
+    """
+    if not _postgresql():
+        return model._default_manager.filter(pk=pk).order_by().first()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {instance_columns(model, 't')} FROM {model._meta.db_table} t WHERE t.{model._meta.pk.column} = %s",
+            [model._meta.pk.get_db_prep_value(pk, connection)],
+        )
+        row = cursor.fetchone()
+    return None if row is None else instance_from_row(model, row)
 
 
 def json_value(value: Any) -> Any:

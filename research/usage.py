@@ -146,10 +146,9 @@ def with_usage(research_id: ResearchId) -> Research:
     if not database.one_statement_writes():
         return Research.objects.with_usage().get(pk=research_id)
     fields = Research._meta.concrete_fields
-    columns = ", ".join(f"r.{field.column}" for field in fields)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {columns}, u.* FROM {Research._meta.db_table} r "
+            f"SELECT {database.instance_columns(Research, 'r')}, u.* FROM {Research._meta.db_table} r "
             f"CROSS JOIN LATERAL ({_TOTALS}r.id) u WHERE r.id = %s",
             [Research._meta.pk.get_db_prep_value(research_id, connection)],
         )

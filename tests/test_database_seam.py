@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from research import database
-from research.models import Research, ResearchStatus
+from research.models import Research, ResearchStatus, SerpQuery
 from research.usage import BudgetState
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,3 +108,34 @@ def test_database_seam_postgresql_gives_a_view_its_xmin() -> None:
             assert cursor.fetchone()[0] == "repeatable read"
     assert isinstance(xmin, int) and xmin > 0
     assert database.one_statement_writes() and database.supports_xmin() and database.full_text_search()
+
+
+@pytest.mark.django_db
+def test_database_seam_a_whole_row_reads_as_the_orms_instance_in_both_modes(user, monkeypatch) -> None:
+    # given a query with values of every kind its columns hold: JSON lists and objects, a float, dates, a parent
+    research = Research.objects.create(owner=user, prompt="p", status=ResearchStatus.RUNNING, breadth=1, depth=2)
+    parent = SerpQuery.objects.create(research=research, depth=1, position=0, query="q", objective="o")
+    child = SerpQuery.objects.create(
+        research=research,
+        parent=parent,
+        depth=2,
+        position=3,
+        query="Ä q",
+        objective="o",
+        learnings=["a", {"b": 1}],
+        dimensions={"x": 0.5},
+        score=0.25,
+        started_at=timezone.now(),
+    )
+    expected = SerpQuery.objects.get(pk=child.pk)
+    # when it is read whole, by hand-written SQL and by the embedded mode's ORM read
+    raw = database.read_instance(SerpQuery, child.pk)
+    as_embedded(monkeypatch)
+    embedded = database.read_instance(SerpQuery, child.pk)
+    # then both are the instance the ORM reads, field by field, and saved ones (not new)
+    for read in (raw, embedded):
+        assert read is not None and not read._state.adding
+        for field in SerpQuery._meta.concrete_fields:
+            assert getattr(read, field.attname) == getattr(expected, field.attname), field.name
+    monkeypatch.undo()
+    assert database.read_instance(SerpQuery, 10**9) is None

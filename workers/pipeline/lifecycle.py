@@ -80,10 +80,10 @@ def _with_spent(research_id: ResearchId) -> Research | None:
     if not database.one_statement_writes():
         return with_spent(Research.objects.filter(pk=research_id)).first()
     fields = Research._meta.concrete_fields
-    columns = ", ".join(f"r.{field.column}" for field in fields)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {columns}, {spent_sql('r')} FROM {Research._meta.db_table} r WHERE r.id = %s",
+            f"SELECT {database.instance_columns(Research, 'r')}, {spent_sql('r')} "
+            f"FROM {Research._meta.db_table} r WHERE r.id = %s",
             [Research._meta.pk.get_db_prep_value(research_id, connection)],
         )
         row = cursor.fetchone()

@@ -12,9 +12,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db import connection
+from django.db.models import Model, Q
 from django.utils import timezone
 
+from research import database
 from research.dispatch import WAITING
 
 
@@ -46,6 +48,27 @@ def claimable_sql(owner: str) -> tuple[str, list[Any]]:
         f"(claimed_by IN ({waiting}) OR substr(claimed_by, 1, %s) = %s OR claimed_at IS NULL OR claimed_at < %s)",
         [*WAITING, len(owner), owner, expired],
     )
+
+
+def take_lease(model: type[Model], pk: Any, owner: str, status: str | None = None) -> bool:
+    """Lease the `model` row with key `pk` to this task (and worker) if it is `claimable` by `owner` and, with
+    `status`, in that status; whether it was. On PostgreSQL one hand-written statement: the ORM compiled the lease's
+    condition anew for every review and planning."""
+    now, claimed_by = timezone.now(), (owner + worker_name())[:200]
+    if not database.one_statement_writes():
+        rows = model._default_manager.filter(claimable(owner), pk=pk)
+        if status is not None:
+            rows = rows.filter(status=status)
+        return bool(rows.update(claimed_at=now, claimed_by=claimed_by))
+    condition, params = claimable_sql(owner)
+    in_status, status_params = (" AND status = %s", [status]) if status is not None else ("", [])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {model._meta.db_table} SET claimed_at = %s, claimed_by = %s "
+            f"WHERE {model._meta.pk.column} = %s{in_status} AND {condition}",
+            [now, claimed_by, model._meta.pk.get_db_prep_value(pk, connection), *status_params, *params],
+        )
+        return cursor.rowcount > 0
 
 
 def worker_name() -> str:

@@ -5,7 +5,6 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from django.db import connection, transaction
-from django.utils import timezone
 
 from research import database, dispatch, transitions
 from research.events import insert_events
@@ -29,7 +28,7 @@ from workers.agents.query_generator import Ancestor
 from workers.clients.llm import charged_to
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import held_status, running_research
-from workers.pipeline.locks import claim_owner, claimable, worker_name
+from workers.pipeline.locks import claim_owner, take_lease
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +45,10 @@ def plan_queries(research_id: str, parent_id: int | None, task_id: str | None = 
     assert research.breadth is not None and research.depth is not None  # set when it was queued
     parent = None
     if parent_id is not None:
-        parent = SerpQuery.objects.filter(pk=parent_id, research_id=research.pk).first()
-        if parent is None or parent.children_planned or parent.status != QueryStatus.DONE:
+        parent = database.read_instance(SerpQuery, parent_id)
+        if parent is None or parent.research_id != research.pk:
+            return
+        if parent.children_planned or parent.status != QueryStatus.DONE:
             return
         if parent.depth >= research.depth:
             return  # a leaf: the tree ends at the research's depth
@@ -60,10 +61,7 @@ def plan_queries(research_id: str, parent_id: int | None, task_id: str | None = 
     # The planning's lease: on the parent query, or for the top level on the research row.
     lease_pk: Any  # the parent's id or the research's
     lease_model, lease_pk = (SerpQuery, parent.pk) if parent is not None else (Research, research.pk)
-    owner = claim_owner(task_id)
-    if not lease_model.objects.filter(claimable(owner), pk=lease_pk).update(
-        claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
-    ):
+    if not take_lease(lease_model, lease_pk, claim_owner(task_id)):
         return  # another delivery is planning these queries
     with holding(lease_model, lease_pk):
         _plan(research, parent, count, depth)
@@ -91,16 +89,25 @@ def _lock_parent(parent: SerpQuery | None, breadth: int) -> int | None:
     it must plan none."""
     if parent is None:
         return 0
-    retries = (
-        # Ordered by key alone: an ordering through a relation would join the research, FOR UPDATE would then lock
-        # the research row too, and every insert of the research's rows (FOR KEY SHARE) would wait for this planning.
-        SerpQuery.objects.select_for_update()
-        .filter(pk=parent.pk, children_planned=False, status=QueryStatus.DONE)
-        .order_by("pk")
-        .values_list("retries", flat=True)
-        .first()
-    )
-    return None if retries is None else retries * breadth
+    # The parent's row alone: a read joining the research would lock the research row too (FOR UPDATE), and every
+    # insert of the research's rows (FOR KEY SHARE) would wait for this planning.
+    if not database.one_statement_writes():
+        retries = (
+            SerpQuery.objects.select_for_update()
+            .filter(pk=parent.pk, children_planned=False, status=QueryStatus.DONE)
+            .order_by("pk")
+            .values_list("retries", flat=True)
+            .first()
+        )
+        return None if retries is None else retries * breadth
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT retries FROM {SerpQuery._meta.db_table} WHERE id = %s AND NOT children_planned AND status = %s "
+            "FOR UPDATE",
+            [parent.pk, QueryStatus.DONE],
+        )
+        row = cursor.fetchone()
+    return None if row is None else row[0] * breadth
 
 
 def _store(research: Research, parent: SerpQuery | None, planned: list, depth: int, offset: int) -> None:

@@ -17,9 +17,8 @@ from typing import Any
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.db.models import Max
-from django.utils import timezone
 
-from research import dispatch, transitions
+from research import database, dispatch, transitions
 from research.events import record_event
 from research.memory import open_gaps
 from research.models import (
@@ -42,7 +41,7 @@ from workers.clients.llm import charged_to
 from workers.pipeline import heartbeat, memory, progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import running_research
-from workers.pipeline.locks import claim_owner, claimable, worker_name
+from workers.pipeline.locks import claim_owner, claimable, take_lease, worker_name
 from workers.pipeline.progress import CONTINUE, STOP
 from workers.pipeline.tree_writes import tree_transaction
 
@@ -56,16 +55,13 @@ MAX_RESEARCH_LEARNINGS = 400
 
 def review_query(query_id: int, task_id: str | None = None) -> None:
     """Claim a reviewing query, update the memory, evaluate the branch (adaptive mode), and finish it."""
-    query = SerpQuery.objects.filter(pk=query_id).first()
+    query = database.read_instance(SerpQuery, query_id)
     if query is None or query.status != QueryStatus.REVIEWING:
         return
     research = running_research(query.research_id)
     if research is None:
         return
-    owner = claim_owner(task_id)
-    if not SerpQuery.objects.filter(claimable(owner), pk=query_id, status=QueryStatus.REVIEWING).update(
-        claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]
-    ):
+    if not take_lease(SerpQuery, query_id, claim_owner(task_id), status=QueryStatus.REVIEWING):
         return  # another delivery is reviewing it
     heartbeat.took_up()  # the claim replaced the task's reservation
     with holding(SerpQuery, query_id):
