@@ -9,9 +9,11 @@ with backoff; when retries run out, `on_failure` records what that means for the
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import kombu.exceptions
+import psycopg
 import redis.exceptions
 from celery import Task, shared_task
 from celery.signals import task_postrun, task_prerun, task_received
@@ -71,10 +73,14 @@ class ResearchTask(Task):
             log.exception("failure handler of %s failed", self.name)
 
 
-# A step whose database connection died under it (a restart, a failover, a killed backend) runs again at once on a
-# fresh one, this many times, before Celery's retries with backoff take over: every thread's connection dies at
-# once, so a retry handed to another thread would meet a dead connection too, and its lease would have to lapse.
-FRESH_CONNECTION_RUNS = 2
+# A step whose database connection died under it (a restart, a failover, a killed backend) runs again on a fresh
+# one, this many times, before Celery's retries with backoff take over: every thread's connection dies at once, so a
+# retry handed to another thread would meet a dead connection too, and its lease would have to lapse. The first run
+# again is at once; each later one waits twice as long as the one before (FRESH_CONNECTION_PAUSE, then 0.2 s, ...,
+# 3.1 s in all), as such faults come in bursts: a restart refuses connections for a moment, and a failover or a
+# pooler's restart can drop the new connections too.
+FRESH_CONNECTION_RUNS = 5
+FRESH_CONNECTION_PAUSE = 0.1
 
 
 def connection_broken() -> bool:
@@ -83,24 +89,54 @@ def connection_broken() -> bool:
     return connection.connection is None or not connection.is_usable()
 
 
+# SQLSTATEs of a connection that died: its backend terminated (an administrator, a shutdown, a crash) or a
+# connection exception (class 08). psycopg gives no SQLSTATE to the errors it raises itself when the socket closed.
+_LOST = ("57P01", "57P02", "57P03")
+
+
+def connection_lost(error: BaseException) -> bool:
+    """Whether a step's database error is its connection dying under it: the connection is gone, or the error says
+    so. The error decides where the step ended a transaction: Django, cleaning up after it, may already have opened
+    a fresh connection, which answers."""
+    cause = error.__cause__
+    if isinstance(cause, psycopg.OperationalError):
+        sqlstate = cause.sqlstate
+        if sqlstate is None or sqlstate.startswith("08") or sqlstate in _LOST:
+            return True
+    return connection_broken()
+
+
+def run_on_fresh_connections(call: Callable[[], object], name: str, task_id: str | None) -> None:
+    """Run a step; where its database connection died under it, again on a fresh one (FRESH_CONNECTION_RUNS)."""
+    for again in range(FRESH_CONNECTION_RUNS + 1):
+        try:
+            call()
+            return
+        except (OperationalError, InterfaceError) as error:
+            # Steps are idempotent and a run again keeps the task id, so it takes its own claim up again.
+            if again == FRESH_CONNECTION_RUNS or connection.in_atomic_block or not connection_lost(error):
+                raise
+            connection.close()
+            log.warning(
+                "%s[%s]: database connection lost; run %d of at most %d, again on a fresh one",
+                name,
+                task_id,
+                again + 2,
+                FRESH_CONNECTION_RUNS + 1,
+            )
+            if again:
+                time.sleep(FRESH_CONNECTION_PAUSE * 2 ** (again - 1))
+
+
 def register(step: Step) -> Task:
     """Make a step of the registry a Celery task of its name (adding the step to the registry if it is new)."""
     REGISTRY[step.name] = step
 
     def run(self: Task, *args: Any) -> None:
-        for again in range(FRESH_CONNECTION_RUNS + 1):
-            try:
-                if step.takes_task_id:
-                    step.run(*args, task_id=self.request.id)
-                else:
-                    step.run(*args)
-                return
-            except (OperationalError, InterfaceError):
-                # Steps are idempotent and a run again keeps the task id, so it takes its own claim up again.
-                if again == FRESH_CONNECTION_RUNS or connection.in_atomic_block or not connection_broken():
-                    raise
-                connection.close()
-                log.warning("%s: database connection lost; running it again on a fresh one", step.name)
+        if step.takes_task_id:
+            run_on_fresh_connections(lambda: step.run(*args, task_id=self.request.id), step.name, self.request.id)
+        else:
+            run_on_fresh_connections(lambda: step.run(*args), step.name, self.request.id)
 
     run.__doc__ = step.run.__doc__
     return app.task(name=step.name, base=ResearchTask, bind=True)(run)

@@ -10,9 +10,10 @@ import logging
 from typing import Any, NamedTuple
 
 from django.db import connection
+from django.db.models import Field
 from django.utils import timezone
 
-from research import dispatch, transitions
+from research import database, dispatch, transitions
 from research.dispatch import QUEUED
 from research.events import record_event
 from research.models import EventType, Extract, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
@@ -115,45 +116,104 @@ def query_to_review(query_id: int, from_statuses: list[str]) -> bool:
     return bool(changed)
 
 
+class Finished(NamedTuple):
+    """What a query's end reads of it and its research (the same statement, on PostgreSQL)."""
+
+    depth: int
+    research_id: ResearchId
+    research_status: str
+    breadth: int | None
+    research_depth: int | None
+    planning_handed_on: bool  # the query's lease now stands for its children's planning
+
+
 def query_finished(
     query_id: int, status: str, from_statuses: list[str], error: str = "", review: dict[str, Any] | None = None
 ) -> bool:
     """Mark the query done or failed (once), queue a done query's children's planning, and count it off the
     research; a failed query plans no children, so its whole unplanned subtree is counted off with it, and so
     does a done query whose review decided to `stop` (adaptive mode: `review` holds the evaluator's verdict)."""
-    learnings = _learnings(query_id)
     review = review or {}
     stopped = review.get("decision") == STOP
-    changes: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "learnings": learnings}
-    changes.update(error=error[:2000], **review)
+    changes: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error[:2000], **review}
     if stopped:
         changes["children_planned"] = True  # none will be: the sweeper must not plan them either
-    changed = SerpQuery.objects.filter(pk=query_id, status__in=from_statuses).update(**changes)
-    if not changed:
+    finished = _finish(query_id, from_statuses, changes, plans=status != QueryStatus.FAILED and not stopped)
+    if finished is None:
         return False
-    # A row, not two model instances (the research row's text and JSON columns are not needed here).
-    depth, research_id, research_status, breadth, research_depth = (
-        SerpQuery.objects.filter(pk=query_id)
-        .values_list("depth", "research_id", "research__status", "research__breadth", "research__depth")
-        .get()
-    )
-    if research_status != ResearchStatus.RUNNING:
+    if finished.research_status != ResearchStatus.RUNNING:
         return True
-    now = timezone.now()
     counted = 1
     if status == QueryStatus.FAILED or stopped:
-        counted += descendants(breadth or 1, research_depth or 1, depth)
-    elif depth < (research_depth or 0):
-        # The query's lease now stands for the planning of its children, handed on to its task.
-        SerpQuery.objects.filter(pk=query_id).update(claimed_at=now, claimed_by=QUEUED)
-        dispatch.PLAN.on_commit(str(research_id), query_id)
-    tally = open_tally(research_id)
+        counted += descendants(finished.breadth or 1, finished.research_depth or 1, finished.depth)
+    elif finished.planning_handed_on:
+        dispatch.PLAN.on_commit(str(finished.research_id), query_id)
+    tally = open_tally(finished.research_id)
     if tally is not None:
         tally.queries_finished += counted  # the tree transaction's end counts them off; at zero, the report
-    elif _decrement(Research, "pending_queries", research_id, counted) == 0:
-        transitions.hand_on(research_id)
-        dispatch.queue_tree_finished_on_commit(research_id)
+    elif _decrement(Research, "pending_queries", finished.research_id, counted) == 0:
+        transitions.hand_on(finished.research_id)
+        dispatch.queue_tree_finished_on_commit(finished.research_id)
     return True
+
+
+def _finish(query_id: int, from_statuses: list[str], changes: dict[str, Any], plans: bool) -> Finished | None:
+    """Set `changes` and the query's learnings (its first facts, in page order) on the query if it is in one of
+    `from_statuses`; what it and its research read then, None if it was in none of them. `plans`: a query that
+    plans children (done, not stopped) hands its lease on to that planning, where its research runs and the
+    tree goes deeper.
+
+    On PostgreSQL one hand-written statement: the ORM read the learnings, updated the query, read it with its
+    research and handed the lease on in four, each compiled anew for every query."""
+    if not database.one_statement_writes():
+        changes = {**changes, "learnings": _learnings(query_id)}
+        if not SerpQuery.objects.filter(pk=query_id, status__in=from_statuses).update(**changes):
+            return None
+        row = (
+            SerpQuery.objects.filter(pk=query_id)
+            .values_list("depth", "research_id", "research__status", "research__breadth", "research__depth")
+            .get()
+        )
+        handed_on = plans and row[2] == ResearchStatus.RUNNING and row[0] < (row[4] or 0)
+        if handed_on:
+            SerpQuery.objects.filter(pk=query_id).update(claimed_at=timezone.now(), claimed_by=QUEUED)
+        return Finished(*row, planning_handed_on=handed_on)
+    fields = [_query_field(name) for name in changes]
+    assignments = "".join(f"{field.column} = %s, " for field in fields)
+    values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, changes.values(), strict=True)]
+    # The planning's lease is handed on in the same statement, on the research's row as this statement reads it.
+    hands_on = "%s AND r.status = %s AND q.depth < COALESCE(r.depth, 0)"
+    statuses = ", ".join(["%s"] * len(from_statuses))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SerpQuery._meta.db_table} AS q SET {assignments}"
+            "learnings = (SELECT COALESCE(jsonb_agg(f.fact ORDER BY f.page, f.position), '[]'::jsonb) FROM ("
+            f"SELECT e.fact, w.position AS page, e.position FROM {Extract._meta.db_table} e "
+            f"JOIN {Website._meta.db_table} w ON w.id = e.website_id WHERE w.query_id = q.id "
+            "ORDER BY w.position, e.position LIMIT %s) AS f), "
+            f"claimed_at = CASE WHEN {hands_on} THEN %s ELSE q.claimed_at END, "
+            f"claimed_by = CASE WHEN {hands_on} THEN %s ELSE q.claimed_by END "
+            f"FROM {Research._meta.db_table} AS r "
+            f"WHERE q.id = %s AND q.status IN ({statuses}) AND r.id = q.research_id "
+            f"RETURNING q.depth, q.research_id, r.status, r.breadth, r.depth, {hands_on}",
+            [
+                *values,
+                MAX_LEARNINGS,
+                *(plans, ResearchStatus.RUNNING, timezone.now()),
+                *(plans, ResearchStatus.RUNNING, QUEUED),
+                query_id,
+                *from_statuses,
+                *(plans, ResearchStatus.RUNNING),
+            ],
+        )
+        row = cursor.fetchone()
+    return None if row is None else Finished(*row)
+
+
+def _query_field(name: str) -> "Field[Any, Any]":  # stubs-only generic
+    field = SerpQuery._meta.get_field(name)
+    assert isinstance(field, Field)
+    return field
 
 
 def query_failed(query_id: int, error: str, from_statuses: list[str]) -> bool:
