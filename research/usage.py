@@ -7,6 +7,7 @@ They used to be counters on the research row, and every model call of every work
 lock (with the tree's writes) to move them.
 """
 
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import NamedTuple
@@ -145,18 +146,27 @@ def with_usage(research_id: ResearchId) -> Research:
     ORM's read compiled four subqueries, each summing every call again, for each push and snapshot."""
     if not database.one_statement_writes():
         return Research.objects.with_usage().get(pk=research_id)
+    research = research_with(research_id, Usage._fields, "u.*", f"CROSS JOIN LATERAL ({_TOTALS}r.id) u")
+    if research is None:
+        raise Research.DoesNotExist(research_id)
+    return research
+
+
+def research_with(research_id: ResearchId, names: Sequence[str], select: str, join: str = "") -> Research | None:
+    """PostgreSQL: the research as the ORM's instance, with the values `select` lists (the research joined as `r`,
+    `join` after it) set as its attributes `names`, in one hand-written read; None if there is no such research."""
     fields = Research._meta.concrete_fields
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {database.instance_columns(Research, 'r')}, u.* FROM {Research._meta.db_table} r "
-            f"CROSS JOIN LATERAL ({_TOTALS}r.id) u WHERE r.id = %s",
+            f"SELECT {database.instance_columns(Research, 'r')}, {select} FROM {Research._meta.db_table} r {join} "
+            "WHERE r.id = %s",
             [Research._meta.pk.get_db_prep_value(research_id, connection)],
         )
         row = cursor.fetchone()
     if row is None:
-        raise Research.DoesNotExist(research_id)
+        return None
     research = database.instance_from_row(Research, row[: len(fields)])
-    for name, value in zip(Usage._fields, row[len(fields) :], strict=True):
+    for name, value in zip(names, row[len(fields) :], strict=True):
         setattr(research, name, value)
     return research
 

@@ -12,7 +12,7 @@ from research.lifecycle import fail_research
 from research.models import EventType, Research, ResearchStatus, StepRow, call_totals
 from research.planning import total_queries
 from research.types import ResearchId
-from research.usage import BudgetState, spent_sql, state_of, with_spent
+from research.usage import BudgetState, research_with, spent_sql, state_of, with_spent
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +79,7 @@ def _with_spent(research_id: ResearchId) -> Research | None:
     search and review."""
     if not database.one_statement_writes():
         return with_spent(Research.objects.filter(pk=research_id)).first()
-    fields = Research._meta.concrete_fields
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {database.instance_columns(Research, 'r')}, {spent_sql('r')} "
-            f"FROM {Research._meta.db_table} r WHERE r.id = %s",
-            [Research._meta.pk.get_db_prep_value(research_id, connection)],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    research = database.instance_from_row(Research, row[: len(fields)])
-    for name, value in zip(BudgetState._fields[6:], row[len(fields) :], strict=True):
-        setattr(research, name, value)
-    return research
+    return research_with(research_id, BudgetState._fields[6:], spent_sql("r"))
 
 
 # What a step reads of its research, joined to its own row, to decide whether it may start (`may_start`): the
