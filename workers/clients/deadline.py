@@ -7,8 +7,14 @@ the call runs in a daemon thread and its caller stops waiting when the time is u
 the call returns (the per-operation timeouts the caller still passes end it soon after); being a daemon, it never
 holds up a process's exit. At most MAX_THREADS such threads run at once per process, so a resolver that never
 answers cannot make every fetch leave one more thread behind.
+
+The threads are kept and reused (RUNNER_IDLE_SECONDS): a page's fetch runs a DNS lookup, its watchdog and a model
+call this way, and a new thread for each cost 100-150 µs of CPU plus the wait for the new thread to be scheduled,
+which on a busy process is up to the interpreter's switch interval.
 """
 
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +25,69 @@ from workers.errors import DeadlineExceeded
 T = TypeVar("T")
 
 MAX_THREADS = 256
-_slots = threading.BoundedSemaphore(MAX_THREADS)
+# A runner with nothing to do for this long ends: a burst of calls leaves no crowd of idle threads behind.
+RUNNER_IDLE_SECONDS = 60.0
+
+
+class _Runners:
+    """Daemon threads that run handed-in jobs, at most `limit` of them, reused while they are idle."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0  # alive, busy or idle
+        self._idle = 0  # waiting for a job and not yet promised one
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    def submit(self, job: Callable[[], None]) -> bool:
+        """Run `job` on an idle runner or a new one; False when `limit` runners are all busy."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1  # promised this job: it will not time out meanwhile (see _serve)
+                start = False
+            elif self._threads < self.limit:
+                self._threads += 1
+                start = True
+            else:
+                return False
+        self._jobs.put(job)
+        if start:
+            threading.Thread(target=self._serve, name="deadline runner", daemon=True).start()
+        return True
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get(timeout=RUNNER_IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    # No idle count left means every waiting runner has a job promised, this one included.
+                    if self._idle:
+                        self._idle -= 1
+                        self._threads -= 1
+                        return
+                continue
+            try:
+                job()
+            finally:
+                with self._lock:
+                    self._idle += 1
+
+
+_runners = _Runners(MAX_THREADS)
+
+
+def _fresh_runners_after_fork() -> None:
+    """A forked child has none of its parent's threads: it starts with no runners."""
+    global _runners
+    _runners = _Runners(MAX_THREADS)
+
+
+os.register_at_fork(after_in_child=_fresh_runners_after_fork)
 
 
 def expiry(seconds: float, deadline: float | None = None) -> float:
@@ -38,8 +106,6 @@ def time_left(expires_at: float, what: str) -> float:
 
 def call_within(call: Callable[[], T], seconds: float, what: str) -> T:
     """What `call()` returns or raises, or DeadlineExceeded once `seconds` have passed without either."""
-    if not _slots.acquire(blocking=False):
-        raise DeadlineExceeded(f"{what} not started: {MAX_THREADS} calls are still running past their deadlines")
     outcome: list[tuple[bool, Any]] = []
     done = threading.Event()
 
@@ -49,13 +115,40 @@ def call_within(call: Callable[[], T], seconds: float, what: str) -> T:
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller (dropped if it gave up)
             outcome.append((False, exc))
         finally:
-            _slots.release()
             done.set()
 
-    threading.Thread(target=run, name=f"deadline {what}"[:60], daemon=True).start()
+    if not _runners.submit(run):
+        raise DeadlineExceeded(f"{what} not started: {MAX_THREADS} calls are still running past their deadlines")
     if not done.wait(max(0.0, seconds)):
         raise DeadlineExceeded(f"{what} took longer than {seconds:.1f}s")
     succeeded, value = outcome[0]
     if succeeded:
         return value
     raise value
+
+
+class Alarm:
+    """Calls `on_expire` once `seconds` have passed, unless cancelled first; waits on a runner when one is free,
+    on a thread of its own otherwise (an alarm is never left unarmed)."""
+
+    def __init__(self, seconds: float, on_expire: Callable[[], None]) -> None:
+        self._seconds = seconds
+        self._on_expire = on_expire
+        self._cancelled = threading.Event()
+        self._fired = threading.Event()
+
+    @property
+    def fired(self) -> bool:
+        return self._fired.is_set()
+
+    def start(self) -> None:
+        if not _runners.submit(self._wait):
+            threading.Thread(target=self._wait, name="alarm", daemon=True).start()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def _wait(self) -> None:
+        if not self._cancelled.wait(max(0.0, self._seconds)):
+            self._fired.set()
+            self._on_expire()

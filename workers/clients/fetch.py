@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from urllib3.response import HTTPResponse
 from urllib3.util import parse_url
 
 from research.text.page_text import HTML_TYPES, PDF_TYPES, TEXT_TYPES, PdfError, decode_body, extract_text, pdf_text
+from workers.clients.deadline import Alarm
 from workers.clients.netguard import (
     BlockedAddressError,
     BlockedURLError,
@@ -342,24 +342,21 @@ class _Watchdog:
 
     def __init__(self, seconds: float, on_expire: Callable[[], None]) -> None:
         self._on_expire = on_expire
-        self._fired = threading.Event()
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
+        self._alarm = Alarm(seconds, self._fire)
 
     @property
     def fired(self) -> bool:
-        return self._fired.is_set()
+        return self._alarm.fired
 
     def _fire(self) -> None:
-        self._fired.set()
         log.info("fetch deadline reached, aborting its connections")
         self._on_expire()
 
     def __enter__(self) -> Self:
-        self._timer.start()
+        self._alarm.start()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._timer.cancel()
+        self._alarm.cancel()

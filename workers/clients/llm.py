@@ -24,6 +24,7 @@ retried, failed and re-asked requests cost money too.
 import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -76,6 +77,9 @@ MAX_SHRINKS = 3
 # A model whose window is unknown: the prompt's room is bounded only by the agents' own budgets.
 UNKNOWN_WINDOW_ROOM = 10**9
 _clients: dict[tuple[str, str, float], openai.OpenAI] = {}
+# A worker's threads all make their first call at once: unlocked, each built a client of its own (tens of ms of
+# CPU each, and a connection pool each), of which one was kept.
+_clients_lock = threading.Lock()
 
 
 # The research whose budget the model calls made in this context are charged to.
@@ -155,15 +159,18 @@ class LLMResult:
 def _client() -> openai.OpenAI:
     key = (settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY, settings.LLM_TIMEOUT)
     client = _clients.get(key)
-    if client is None:
-        # The openai package's own retries are off: ours honour Retry-After and count toward one budget.
-        client = openai.OpenAI(
-            base_url=settings.OPENAI_BASE_URL,
-            api_key=settings.OPENAI_API_KEY or "not-set",
-            timeout=settings.LLM_TIMEOUT,
-            max_retries=0,
-        )
-        _clients[key] = client
+    if client is not None:
+        return client
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            # The openai package's own retries are off: ours honour Retry-After and count toward one budget.
+            client = _clients[key] = openai.OpenAI(
+                base_url=settings.OPENAI_BASE_URL,
+                api_key=settings.OPENAI_API_KEY or "not-set",
+                timeout=settings.LLM_TIMEOUT,
+                max_retries=0,
+            )
     return client
 
 
