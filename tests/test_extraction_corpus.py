@@ -52,6 +52,39 @@ def test_extraction_corpus_annotations_are_in_their_pages() -> None:
         assert not any(normalise(d) in normalise(" ".join(page.keep)) for d in page.drop), page.name
 
 
+def test_the_shared_extractor_reads_every_corpus_page_as_the_keyword_options_did(monkeypatch) -> None:
+    """One trafilatura Extractor serves every page: same text as options given by keyword on each call, and no
+    state carried from one page to the next (the pages are read in two orders)."""
+    import trafilatura
+
+    pages = load_corpus()
+    shared = [extract_page(page.html, "u") for page in pages]
+    shared_reversed = [extract_page(page.html, "u") for page in reversed(pages)][::-1]
+    bare_extraction = trafilatura.bare_extraction
+
+    def by_keyword(tree, url=None, options=None):
+        assert options is page_text._extractor()
+        return bare_extraction(
+            tree,
+            url=url,
+            favor_precision=True,
+            favor_recall=False,
+            include_comments=False,
+            include_tables=True,
+            include_images=False,
+            include_links=False,
+            include_formatting=False,
+            with_metadata=False,
+            deduplicate=False,
+        )
+
+    monkeypatch.setattr(trafilatura, "bare_extraction", by_keyword)
+    by_keywords = [extract_page(page.html, "u") for page in pages]
+
+    assert shared == by_keywords == shared_reversed
+    assert sum(len(text) for _, text in shared) > 20_000  # the pages were read, not failed
+
+
 def test_extraction_drops_hidden_scripts_and_styles_and_keeps_entities_as_text() -> None:
     html = f"""<html><head><title>T</title><style>p {{ color: red }}</style></head><body>
     <script>var secret = "script text";</script>

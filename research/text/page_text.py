@@ -9,6 +9,7 @@ parser, so `&lt;script&gt;` in a page becomes the literal text `<script>`, and n
 from __future__ import annotations
 
 import codecs
+import functools
 import io
 import logging
 import re
@@ -106,22 +107,32 @@ _BLANK_LINES = re.compile(r"\n{3,}")
 
 _MIN_MAIN_CHARS = 200
 
+
 # Main-text extraction (trafilatura), measured on tests/corpus (bench part `extraction`, docs/performance.md):
-# - favor_precision: on the development pages it drops more boilerplate (related-article teasers, newsletter and
-#   author boxes) for a small loss of recall, the better F1 of the two with precision over 0.88.
-# - include_comments=False: reader comments are not the page's statements; include_tables=True: specification
-#   and data tables are main text; no metadata (htmldate would read dates we never store).
-_TRAFILATURA_OPTIONS: dict[str, Any] = {
-    "favor_precision": True,
-    "favor_recall": False,
-    "include_comments": False,
-    "include_tables": True,
-    "include_images": False,
-    "include_links": False,
-    "include_formatting": False,
-    "with_metadata": False,
-    "deduplicate": False,
-}
+# - precision (favor_precision): on the development pages it drops more boilerplate (related-article teasers,
+#   newsletter and author boxes) for a small loss of recall, the better F1 of the two with precision over 0.88.
+# - comments off: reader comments are not the page's statements; tables on: specification and data tables are
+#   main text; no metadata (htmldate would read dates we never store).
+# One Extractor (trafilatura's options object) serves every page: built per call, it read its configuration again
+# each time (0.14 ms a page); trafilatura copies it before any change of its own, so sharing it is safe.
+@functools.cache
+def _extractor() -> Any:
+    from trafilatura.settings import Extractor
+
+    return Extractor(
+        output_format="python",
+        precision=True,
+        recall=False,
+        comments=False,
+        tables=True,
+        images=False,
+        links=False,
+        formatting=False,
+        with_metadata=False,
+        dedup=False,
+    )
+
+
 # trafilatura's cost grows with the element count (about 0.1 ms an element, 3 s at 30,000): past this many,
 # a page (a hostile or generated one, rarely a real article) gets the BeautifulSoup extraction alone.
 _MAX_EXTRACTOR_ELEMENTS = 30_000
@@ -282,7 +293,7 @@ def _extracted(soup: BeautifulSoup | Tag, url: str) -> str:
     try:
         markup = str(soup) if isinstance(soup, BeautifulSoup) else f"<html><body>{soup}</body></html>"
         tree = lxml.html.document_fromstring(markup)
-        document = trafilatura.bare_extraction(tree, url=None, **_TRAFILATURA_OPTIONS)
+        document = trafilatura.bare_extraction(tree, url=None, options=_extractor())
     # Deeply nested or malformed pages make lxml or trafilatura give up in many ways; the fallback reads them.
     except (ValueError, TypeError, AttributeError, IndexError, KeyError, RecursionError, etree.LxmlError) as exc:
         log.debug("trafilatura failed on %s: %r", url, exc)
