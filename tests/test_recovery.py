@@ -410,6 +410,50 @@ def test_a_search_goes_one_priority_step_ahead_of_its_research_backlog(monkeypat
     assert scrapes == [0, 3, 6, 9]
 
 
+def test_a_research_batch_takes_no_better_priority_than_its_last_while_earlier_steps_wait(
+    user, running, monkeypatch
+) -> None:
+    from celery import Task
+
+    from research import dispatch
+
+    sent: list[tuple[str, int, object]] = []
+    monkeypatch.setattr(
+        Task, "apply_async", lambda task, args=None, kwargs=None, producer=None, **o: sent.append((task.name, *args, o))
+    )
+    other = running_research(user, breadth=1, depth=1)
+    # the backlog each hand-on counts, its own steps included
+    backlogs = iter([40, 20, 12, 7, 12, 5])
+    monkeypatch.setattr(dispatch, "waiting_steps", lambda research_id: next(backlogs))
+    # when the research hands on 7 scrapes with 40 waiting (priority 6), then 7 with 20 waiting (3 by the backlog)
+    dispatch.SCRAPE.each_on_commit(range(1, 8), running.pk)
+    dispatch.SCRAPE.each_on_commit(range(11, 18), running.pk)
+    # and another research hands on 7 with 12 waiting (3), 5 of them before its batch
+    dispatch.SCRAPE.each_on_commit(range(31, 38), other.pk)
+    # and the first research hands on 7 with its queue otherwise empty, then 7 with 12 waiting, then 2 with 5
+    dispatch.SCRAPE.each_on_commit(range(21, 28), running.pk)
+    dispatch.SCRAPE.each_on_commit(range(41, 48), running.pk)
+    dispatch.SCRAPE.each_on_commit(range(51, 53), running.pk)
+    priorities = {row_id: options["priority"] for _, row_id, options in sent}
+    # then its second batch stays at 6 behind the first, the other research keeps its own 3, an empty queue
+    # resets the research to its backlog's 0, and a batch that says 0 behind one at 3 goes at 3
+    assert [priorities[first] for first in (1, 11, 31, 21, 41, 51)] == [6, 6, 3, 0, 3, 3]
+    assert {priorities[i] for i in range(1, 8)} == {6} and {priorities[i] for i in range(11, 18)} == {6}
+    assert len(sent) == 7 * 5 + 2
+
+
+def test_the_backlog_alone_sets_the_priority_without_redis(running, settings) -> None:
+    from research import dispatch
+
+    settings.REDIS_URL = ""
+    assert dispatch.research_priority(running.pk, 40, 7) == 6
+    assert dispatch.research_priority(running.pk, 20, 7) == 3
+
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens: the script call fails
+    assert dispatch.research_priority(running.pk, 40, 7) == 6
+    assert dispatch.research_priority(running.pk, 20, 7) == 3
+
+
 def test_the_sweeper_requeues_a_long_backlog_at_its_low_priority_and_a_short_one_first(
     user, running, settings, monkeypatch
 ) -> None:
