@@ -76,7 +76,7 @@ def test_concurrent_callers_share_the_runners(runners: deadline._Runners) -> Non
 
     def caller(n: int) -> None:
         for i in range(40):
-            value = deadline.call_within(lambda: n * 100 + i, 5, "shared")
+            value = deadline.call_within(lambda i=i: n * 100 + i, 5, "shared")
             with lock:
                 results.append(value)
 
