@@ -197,8 +197,8 @@ _floor_scripts: dict[str, Any] = {}
 
 def research_priority(research_id: ResearchId, backlog: int, batch: int) -> int:
     """The priority of a batch of `batch` steps of the research, `backlog` of its steps waiting with the batch's
-    own counted: the backlog's, or the research's previous batch's when that was lower and steps queued before
-    this batch still wait."""
+    own counted: the backlog's, or the research's previous batch's when that runs later (a larger number) and
+    steps queued before this batch still wait."""
     priority = step_priority(backlog)
     script = _floor_script()
     if script is None:
