@@ -49,7 +49,8 @@ def run_one(stack: Any, owner: Any, latencies: Any, request: str, mode: str, sha
     research_id = engine.queue_research(owner)
     queued_at = engine.start(research_id, shape[0], shape[1], mode=mode)
     engine.wait(research_id, timeout)
-    research = Research.objects.with_usage().get(pk=research_id)
+    # Annotated with the sums of its calls (with_usage), which the model's type does not know.
+    research: Any = Research.objects.with_usage().get(pk=research_id)
     queries = SerpQuery.objects.filter(research_id=research_id)
     end = research.finished_at or research.updated_at
     return ModeRun(

@@ -88,9 +88,9 @@ def _patch_redis() -> None:
     for cls in (sync_connection.PythonRespSerializer, sync_connection.HiredisRespSerializer):
         if not hasattr(cls.pack, "__wrapped__"):
             cls.pack = counting(cls.pack)  # type: ignore[method-assign]
-    cls = async_connection.AbstractConnection
-    if not hasattr(cls.pack_command, "__wrapped__"):
-        cls.pack_command = counting(cls.pack_command)  # type: ignore[method-assign]
+    async_cls = async_connection.AbstractConnection
+    if not hasattr(async_cls.pack_command, "__wrapped__"):
+        async_cls.pack_command = counting(async_cls.pack_command)  # type: ignore[method-assign]
 
 
 def _count_task(**kwargs: Any) -> None:

@@ -162,11 +162,11 @@ def measure_delta(label: str, research_id: str, repeat: int = 20) -> DeltaFigure
     for _ in range(100):
         with consistent_view() as xmin:
             seq = Research.objects.get(pk=research_id).last_event_seq
-        if xmin > newest:
+        if xmin is None or xmin > newest:  # None: no transaction ids to wait for (not PostgreSQL)
             break
         time.sleep(0.1)
     since = Since(seq, xmin)
-    website = Website.objects.filter(research_id=research_id).order_by("id").first()
+    website = Website.objects.filter(research_id=research_id).order_by("id")[0]
     Website.objects.filter(pk=website.pk).update(title="Analysed again")
     Extract.objects.create(research_id=research_id, website=website, position=99, fact=FACT, quote=QUOTE)
     record_event(research_id, "analyzed_a_website", {"website_id": website.pk, "url": website.url})
@@ -262,6 +262,7 @@ class Watcher:
 
         self._loop = asyncio.get_running_loop()
         self._layer = layer = get_channel_layer()
+        assert layer is not None, "the bench's settings configure a channel layer"
         self._channel = channel = await layer.new_channel()
         await layer.group_add(self.group, channel)
         self._joined.set()

@@ -169,7 +169,7 @@ class ResearchModel:
             findings.setdefault(int(number), []).extend(int(n) for n in _DIGEST_LINE.findall(block))
         report = self.report(body, schema)
         per = SOURCES_PER_SECTION
-        sections = [
+        sections: list[dict[str, Any]] = [
             {
                 "heading": f"Findings {start // per + 1}",
                 "findings": [pk for n in sources[start : start + per] for pk in findings.get(n, [])],
