@@ -1,5 +1,6 @@
 """The SearxNG and LLM clients against the loopback fakes, and the backoff they share."""
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -119,3 +120,30 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
     in_ten = format_datetime(datetime.now(UTC) + timedelta(seconds=10), usegmt=True)
     assert 8.0 < parse_retry_after(in_ten) <= 10.0
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+
+
+def test_threads_making_their_first_model_call_at_once_build_one_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[dict] = []
+
+    class SlowClient:
+        def __init__(self, **options) -> None:
+            time.sleep(0.05)  # long enough for every thread to arrive while the first is building
+            built.append(options)
+
+    monkeypatch.setattr(llm, "_clients", {})
+    monkeypatch.setattr(llm.openai, "OpenAI", SlowClient)
+    barrier = threading.Barrier(8)
+    clients: list[object] = []
+
+    def first_call() -> None:
+        barrier.wait(5)
+        clients.append(llm._client())
+
+    callers = [threading.Thread(target=first_call) for _ in range(8)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join(10)
+    assert len(built) == 1
+    assert len(clients) == 8 and all(client is clients[0] for client in clients)
+    assert built[0]["max_retries"] == 0

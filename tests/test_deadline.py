@@ -124,32 +124,3 @@ def test_an_alarm_is_armed_even_when_every_runner_is_busy(runners: deadline._Run
         assert rang.wait(5)
     finally:
         release.set()
-
-
-def test_threads_making_their_first_model_call_at_once_build_one_client(monkeypatch: pytest.MonkeyPatch) -> None:
-    from workers.clients import llm
-
-    built: list[dict] = []
-
-    class SlowClient:
-        def __init__(self, **options) -> None:
-            time.sleep(0.05)  # long enough for every thread to arrive while the first is building
-            built.append(options)
-
-    monkeypatch.setattr(llm, "_clients", {})
-    monkeypatch.setattr(llm.openai, "OpenAI", SlowClient)
-    barrier = threading.Barrier(8)
-    clients: list[object] = []
-
-    def first_call() -> None:
-        barrier.wait(5)
-        clients.append(llm._client())
-
-    callers = [threading.Thread(target=first_call) for _ in range(8)]
-    for thread in callers:
-        thread.start()
-    for thread in callers:
-        thread.join(10)
-    assert len(built) == 1
-    assert len(clients) == 8 and all(client is clients[0] for client in clients)
-    assert built[0]["max_retries"] == 0
