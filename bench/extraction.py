@@ -95,7 +95,7 @@ def bare_soup(html: str) -> str:
 
 
 def previous(html: str) -> str:
-    """The extractor before trafilatura (BeautifulSoup, <main>/<article> and tag-name boilerplate rules)."""
+    """The extractor before trafilatura: the cleaning rules alone (<main>/<article> and tag-name boilerplate)."""
     from research.text.page_text import extract_page_soup
 
     return extract_page_soup(html, "https://corpus.test/")[1]
@@ -110,7 +110,7 @@ def current(html: str) -> str:
 
 EXTRACTORS: dict[str, Extractor] = {
     "bare BeautifulSoup get_text": bare_soup,
-    "previous (BeautifulSoup rules)": previous,
+    "previous (cleaning rules alone)": previous,
     "trafilatura (page_text today)": current,
 }
 

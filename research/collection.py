@@ -157,10 +157,11 @@ def _files(folder: Path) -> list[Path]:
     return [path for path in found if path.is_file()]
 
 
-# The text extraction documents are indexed with: 1, BeautifulSoup rules; 2, trafilatura. A document indexed with
+# The text extraction documents are indexed with: 1, BeautifulSoup rules; 2, trafilatura; 3, trafilatura on lxml's
+# tree, comments dropped before it (the text after a comment was lost). A document indexed with
 # another one is indexed again even when its file is unchanged, because workers scrape its source with the current
 # one and quotes are checked against both texts. Bump it whenever research/text/page_text.py changes its output.
-TEXT_EXTRACTION = 2
+TEXT_EXTRACTION = 3
 
 
 def index_file(path: Path) -> str:

@@ -214,3 +214,57 @@ def test_pydoc_pages_index_and_scrape_to_the_same_text_methods_included() -> Non
     assert scraped == (indexed.title, indexed.text)
     close_doc = "It is an error to call this method if the child process is still running."
     assert normalise_quote(close_doc) in normalise_quote(indexed.text)
+
+
+@pytest.mark.parametrize("depth", [2100, 20_000])
+def test_extraction_keeps_the_text_nested_past_the_parsers_own_depth_limit(depth: int) -> None:
+    # given a page nested deeper than libxml2 builds a tree (2,048 levels), its text at the bottom
+    html = "<html><body>" + "<div>" * depth + "deep text" + "</div>" * depth + "<p>After.</p></body></html>"
+    # when it is read, by the rules and through trafilatura
+    _, rules = page_text.extract_page_soup(html, "u")
+    _, text = extract_page(html, "u")
+    # then nothing past the limit is lost
+    assert "deep text" in rules and "After." in rules
+    assert "deep text" in text
+
+
+def test_removing_an_element_keeps_the_text_after_it_and_sets_no_control_character() -> None:
+    # given text around removed elements, carrying control characters as bytes and as character references
+    html = (
+        "<html><body><article><p>Before \x01 &#1; one<script>leak()</script>&#2;\x0b two<span hidden>gone</span>"
+        "&#x1f; three<!-- note --> four<noscript>gone</noscript> five.</p>" + ARTICLE + "</article></body></html>"
+    )
+    # when the page is read (lxml refuses to set a text that holds a control character)
+    _, text = extract_page(html, "u")
+    _, rules = page_text.extract_page_soup(html, "u")
+    # then the text after each removed element stays, in order, and no control character does
+    for got in (text, rules):
+        assert "Before one two three four five." in " ".join(got.split())
+        assert "leak" not in got and "gone" not in got and "note" not in got
+        assert not any(ord(char) < 32 and char not in "\n\t" for char in got)
+
+
+def test_class_names_are_read_one_space_apart_as_trafilatura_expects() -> None:
+    # given a menu whose class starts with "nav", once written with stray spaces
+    menu = "<div class='{}'><p>" + "Menu entry words that are not the article. " * 6 + "</p></div>"
+    pages = [
+        f"<html><body>{menu.format(name)}<article>{ARTICLE}</article></body></html>"
+        for name in ("nav-links", "  nav-links   extra ")
+    ]
+    # when both are read
+    texts = [extract_page(page, "u")[1] for page in pages]
+    # then trafilatura judges them alike: the menu is not the article
+    assert "Menu entry" not in texts[0]
+    assert texts[0] == texts[1]
+
+
+def test_title_and_headings_skip_script_text_and_nested_hidden_blocks_go_in_one_pass() -> None:
+    # given a page without <title> whose <h1> holds a script, and thousands of nested hidden blocks
+    hidden = "<div hidden>" * 3000 + "secret" + "</div>" * 3000
+    heading = "<h1>Real <script>var x = 1;</script>heading</h1>"
+    html = f"<html><body>{heading}{hidden}<article>{ARTICLE}</article></body></html>"
+    # when it is read
+    title, text = extract_page(html, "u")
+    # then the title is the heading's text, and nothing hidden is read
+    assert title == "Real heading"
+    assert "secret" not in text and "Paragraph 7 of the article" in text

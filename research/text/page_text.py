@@ -1,6 +1,6 @@
-"""Turn a fetched page into (title, main text): HTML through trafilatura (with BeautifulSoup for the title, the
-safety clean-up before it and the fallback after it), plain text and markdown as is, PDFs through pypdf (with
-limits for PDFs off the web).
+"""Turn a fetched page into (title, main text): HTML through trafilatura (on lxml's tree of the page, which the
+title, the safety clean-up before it and the fallback after it read too), plain text and markdown as is, PDFs
+through pypdf (with limits for PDFs off the web).
 
 The text is data for an LLM and for verbatim-quote checks, never markup: entities are unescaped once by the
 parser, so `&lt;script&gt;` in a page becomes the literal text `<script>`, and nothing here renders HTML.
@@ -13,15 +13,16 @@ import functools
 import io
 import logging
 import re
+import threading
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import lxml.html
-from bs4 import BeautifulSoup, NavigableString, Tag
 from bs4.dammit import EncodingDetector, UnicodeDammit
-from bs4.element import AttributeValueList, PreformattedString
 from lxml import etree
+from lxml.html import HtmlElement
 
 from research.text.storable import storable
 
@@ -134,10 +135,10 @@ def _extractor() -> Any:
 
 
 # trafilatura's cost grows with the element count (about 0.1 ms an element, 3 s at 30,000): past this many,
-# a page (a hostile or generated one, rarely a real article) gets the BeautifulSoup extraction alone.
+# a page (a hostile or generated one, rarely a real article) gets the cleaning rules' extraction alone.
 _MAX_EXTRACTOR_ELEMENTS = 30_000
 # The extractor "finds too little" under this many characters (trafilatura's own MIN_EXTRACTED_SIZE): on a page
-# that short, or one it cannot read, the BeautifulSoup extraction is kept when it has more.
+# that short, or one it cannot read, the rules' extraction is kept when it has more.
 _MIN_EXTRACTED_CHARS = 250
 
 
@@ -191,39 +192,205 @@ def extract_page(html: str | bytes, url: str) -> tuple[str, str]:
     """(title, main text) of an HTML page: navigation, notices, share bars, related links, comments and footers
     left out by trafilatura; scripts, hidden elements and the furniture that class names or link density give
     away (_drop_furniture) removed before it; blocks kept, one blank line apart."""
-    soup = BeautifulSoup(html, "lxml")
-    title = _title(soup)
-    body = soup.body or soup
+    document, nested_deep = _parse(html)
+    _held = _hold(document, nested_deep)
+    title = _title(document)
+    body = _body(document)
     _drop_noise(body)
     _drop_furniture(body)
-    root = _main_root(soup, body)
+    root = _main_root(document, body)
     fallback = _render(root)
     _unwrap_layout_tables(root)
     _ungroup_posts(root)
     # A <main> or <article> holding the bulk of the text is the author's own word for the main content; within
     # it trafilatura still drops share bars, related links and comments.
-    text = _extracted(soup if root is body else root, url)
+    # trafilatura's cost grows faster than the page's past a few hundred levels of nesting (1.7 s at 2,000 levels,
+    # 0.1 s at 256): a page nested deeper than libxml2 builds by default is read by the rules alone.
+    text = "" if nested_deep else _extracted(document if root is body else _document_of(root), url)
     if len(text) < _MIN_EXTRACTED_CHARS and len(fallback) > len(text):
-        log.debug("extracted %s chars from %s (BeautifulSoup fallback)", len(fallback), url)
+        log.debug("extracted %s chars from %s (rules fallback)", len(fallback), url)
         return title, fallback
     log.debug("extracted %s chars from %s (trafilatura)", len(text), url)
     return title, text
 
 
 def extract_page_soup(html: str | bytes, url: str) -> tuple[str, str]:
-    """(title, text) by BeautifulSoup alone: the fallback of extract_page, and the extractor before trafilatura
-    (kept callable for bench/extraction.py's comparison)."""
-    soup = BeautifulSoup(html, "lxml")
-    title = _title(soup)
-    body = soup.body or soup
+    """(title, text) by the cleaning rules alone: the fallback of extract_page, and the extractor before
+    trafilatura (kept callable for bench/extraction.py's comparison)."""
+    document, nested_deep = _parse(html)
+    _held = _hold(document, nested_deep)
+    title = _title(document)
+    body = _body(document)
     _drop_noise(body)
-    return title, _render(_main_root(soup, body))
+    return title, _render(_main_root(document, body))
 
 
-_LAYOUT_CONTENT = ["div", "p", "table", "pre", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "article", "section"]
+# --- the page's tree --------------------------------------------------------------------------------------
+# One parse, by lxml (libxml2's HTML parser, the one trafilatura reads with too): the cleaning passes below work on
+# that tree and trafilatura is handed the cleaned tree itself. BeautifulSoup built its own tree from the same
+# parser's events (2 ms of a 3.6 KB page's 8 ms), and the cleaned page was then written out and parsed again
+# for trafilatura.
 
 
-def _unwrap_layout_tables(body: Tag) -> None:
+class _Parsers(threading.local):
+    """lxml parsers keep per-parse state (the error log read below): one of each per thread."""
+
+    def __init__(self) -> None:
+        self.direct = lxml.html.HTMLParser(encoding="utf-8")
+        self.huge = lxml.html.HTMLParser(encoding="utf-8", huge_tree=True)
+
+
+_parsers = _Parsers()
+_LIMIT_ERROR = "ERR_RESOURCE_LIMIT"
+_SURROGATES = re.compile("[\ud800-\udfff]")
+# What lxml refuses to set as text or attribute (libxml2 keeps them in what it parses): controls other than
+# whitespace go, as _STRIP_CHARS takes them from the text anyway; vertical tab and form feed become spaces.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_SETTABLE = {**dict.fromkeys([*range(0x00, 0x09), *range(0x0E, 0x20), 0xFFFE, 0xFFFF]), 0x0B: " ", 0x0C: " "}
+
+
+def _parse(html: str | bytes) -> tuple[HtmlElement, bool]:
+    """The page as an lxml tree (an empty <html> when it has no element at all), and whether it is nested past
+    libxml2's limit of 256 levels (or holds a text node over 10 MB, its other limit).
+
+    libxml2 drops what lies past its limits when it builds the tree itself, so such a page is built by lxml from
+    the parser's events, which has no limit (a hostile page's 20,000 nested divs, at 4 times the cost of the
+    direct parse). Text is given to the parser as UTF-8 with the encoding stated, so a page's own declaration
+    (an XML prolog, a meta charset) cannot make it decode the text a second time; bytes are decoded as a fetched
+    body is."""
+    if isinstance(html, bytes):
+        html = decode_body(html, None, is_html=True)
+    try:
+        data = html.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, which no encoding can carry
+        data = _SURROGATES.sub("\ufffd", html).encode("utf-8")
+    parser = _parsers.direct
+    document: HtmlElement | None
+    try:
+        document = etree.fromstring(data, parser)
+        past_limit = any(error.type_name == _LIMIT_ERROR for error in parser.error_log)
+    except etree.XMLSyntaxError:
+        document, past_limit = None, False
+    if past_limit:
+        document = _parse_events(data)
+        if document is None:  # libxml2 read a control character the event builder cannot set: up to 2,048 levels
+            document = etree.fromstring(data, _parsers.huge)
+    if document is None:
+        return lxml.html.Element("html"), past_limit
+    return document, past_limit
+
+
+def _hold(document: HtmlElement, nested_deep: bool) -> list[HtmlElement]:
+    """Every element's Python object, for a page nested past the limit, to keep while the page is read.
+
+    lxml makes an element's Python object when a walk reaches it and frees it after, and freeing one walks up
+    its ancestors: each walk of a page nested 20,000 deep took half a second (the square of the depth), and held,
+    the objects are made once."""
+    return list(document.iter()) if nested_deep else []
+
+
+def _parse_events(data: bytes) -> HtmlElement | None:
+    builder = etree.TreeBuilder(parser=lxml.html.HTMLParser())  # its element classes: HtmlElement and kin
+    parser = etree.HTMLParser(target=builder, encoding="utf-8", huge_tree=True)
+    try:
+        parser.feed(data)
+        return cast(HtmlElement, parser.close())
+    except (etree.XMLSyntaxError, ValueError):
+        return None
+
+
+def _body(document: HtmlElement) -> HtmlElement:
+    return next(document.iter("body"), document)
+
+
+def _is_tag(node: Any) -> bool:
+    """An element, not a comment or processing instruction (whose `tag` is a function, and whose `text` is not the
+    page's text; their `tail` is)."""
+    return isinstance(node.tag, str)
+
+
+# Code, not text: what these hold never counts as the page's text (they are removed before any count; a title or
+# heading read before that skips it).
+_CODE_TAGS = frozenset({"script", "style", "template"})
+
+
+def _strings(root: HtmlElement) -> Iterator[str]:
+    """The text of `root`'s subtree in document order (not its own tail), without comments' and processing
+    instructions' own text, nor a script's or a style's. Iterative: hostile pages nest thousands deep."""
+    stack: list[HtmlElement | str] = [root]
+    while stack:
+        entry = stack.pop()
+        if isinstance(entry, str):
+            yield entry
+            continue
+        if entry is not root and entry.tail:
+            stack.append(entry.tail)  # after the subtree: lxml keeps the text that follows an element on it
+        if _is_tag(entry) and entry.tag not in _CODE_TAGS:
+            stack.extend(reversed(entry))
+            if entry.text:
+                stack.append(entry.text)
+
+
+def _get_text(root: HtmlElement) -> str:
+    return "".join(_strings(root))
+
+
+def _text_len(root: HtmlElement) -> int:
+    """Characters of `root`'s text, each string stripped (what _strings gives, in any order: one walk in C)."""
+    total = 0
+    for node in root.iter():
+        if node.text and _is_tag(node) and node.tag not in _CODE_TAGS:
+            total += len(node.text.strip())
+        if node.tail and node is not root:
+            total += len(node.tail.strip())
+    return total
+
+
+def _drop(element: HtmlElement) -> None:
+    """Remove an element and its subtree; the text after it stays (lxml keeps that text on the element)."""
+    parent = element.getparent()
+    if parent is None:
+        return
+    if element.tail:
+        previous = element.getprevious()
+        before = parent.text if previous is None else previous.tail
+        joined = (before or "") + element.tail
+        if _CONTROL.search(joined):
+            joined = joined.translate(_SETTABLE)
+        if previous is None:
+            parent.text = joined
+        else:
+            previous.tail = joined
+    parent.remove(element)
+
+
+def _classes(element: HtmlElement) -> list[str]:
+    return (element.get("class") or "").split()
+
+
+def _attached(element: HtmlElement, root: HtmlElement) -> bool:
+    """Whether `element` is still in `root`'s tree (no ancestor of it removed)."""
+    node: HtmlElement | None = element
+    while node is not None and node is not root:
+        node = node.getparent()
+    return node is root
+
+
+_LAYOUT_CONTENT = frozenset(
+    ["div", "p", "table", "pre", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "article", "section"]
+)
+
+
+def _has_descendant(element: HtmlElement, names: frozenset[str]) -> bool:
+    return any(node.tag in names for node in element.iterdescendants())
+
+
+def _nearest(element: HtmlElement, name: str) -> HtmlElement | None:
+    """The nearest ancestor of `element` named `name`."""
+    return next(element.iterancestors(name), None)
+
+
+def _unwrap_layout_tables(body: HtmlElement) -> None:
     """Turn tables used for page layout (cells holding paragraphs, lists or other tables) into divs.
 
     trafilatura keeps a table whole (include_tables), so an old table layout's menu, sidebar and footer cells
@@ -234,44 +401,48 @@ def _unwrap_layout_tables(body: Tag) -> None:
     paragraph by paragraph only, dropping its lists.
     """
     body_len = _text_len(body)
-    column_marked = body.find("article") is not None
-    for table in reversed(body.find_all("table")):  # innermost first
-        if _destroyed(table):
+    column_marked = next(body.iterdescendants("article"), None) is not None
+    for table in reversed(list(body.iterdescendants("table"))):  # innermost first
+        if not _attached(table, body):
             continue
-        cells = table.find_all(["td", "th"])
-        if not any(cell.find(_LAYOUT_CONTENT) for cell in cells):
+        cells = list(table.iterdescendants("td", "th"))
+        if not any(_has_descendant(cell, _LAYOUT_CONTENT) for cell in cells):
             continue
         frames_page = body_len and _text_len(table) > body_len / 2
         if frames_page:
             _drop_footer_band(table)
         # The table's own parts, found before it is renamed (a renamed table is no longer their parent table).
-        parts: list[Tag] = table.find_all(["thead", "tbody", "tfoot", "tr", "td", "th"])
-        parts = [tag for tag in parts if tag.find_parent("table") is table]
+        parts = [
+            node
+            for node in table.iterdescendants("thead", "tbody", "tfoot", "tr", "td", "th")
+            if _nearest(node, "table") is table
+        ]
         column = None
         if frames_page and not column_marked:
-            widest = max((tag for tag in parts if tag.name in _CELL_TAGS), key=_text_len, default=None)
+            widest = max((node for node in parts if node.tag in _CELL_TAGS), key=_text_len, default=None)
             if widest is not None and _text_len(widest) > body_len / 2:
                 column = widest
-        for tag in [table, *parts]:
-            tag.name = "article" if tag is column else "div"
-            tag.attrs = {key: value for key, value in tag.attrs.items() if key in ("class", "id")}
+        for node in [table, *parts]:
+            node.tag = "article" if node is column else "div"
+            for name in [name for name in node.attrib if name not in ("class", "id")]:
+                del node.attrib[name]
         column_marked = column_marked or column is not None
 
 
-def _drop_footer_band(table: Tag) -> None:
+def _drop_footer_band(table: HtmlElement) -> None:
     """Drop the last row of a page laid out in a table when it is the footer band: one cell across the columns
     below a row of side-by-side cells, no heading, little of the table's text (a <footer> of table layouts)."""
-    rows = [row for row in table.find_all("tr") if row.find_parent("table") is table]
+    rows = [row for row in table.iterdescendants("tr") if _nearest(row, "table") is table]
     if len(rows) < 2:
         return
-    row_cells = [[cell for cell in row.find_all(["td", "th"]) if cell.find_parent("tr") is row] for row in rows]
+    row_cells = [[cell for cell in row.iterdescendants("td", "th") if _nearest(cell, "tr") is row] for row in rows]
     if len(row_cells[-1]) != 1 or not any(len(cells) > 1 for cells in row_cells[:-1]):
         return
     last = rows[-1]
-    if last.find(["h1", "h2", "h3", "h4", "h5", "h6", "main", "article"]):
+    if next(last.iterdescendants("h1", "h2", "h3", "h4", "h5", "h6", "main", "article"), None) is not None:
         return
     if _text_len(last) < 0.25 * _text_len(table):
-        last.decompose()
+        _drop(last)
 
 
 def load_extractor() -> None:
@@ -280,25 +451,33 @@ def load_extractor() -> None:
     import trafilatura  # noqa: F401
 
 
-def _extracted(soup: BeautifulSoup | Tag, url: str) -> str:
+def _document_of(root: HtmlElement) -> HtmlElement:
+    """A document of its own around `root` (moved there, without the text after it), for trafilatura, which
+    reads a whole page."""
+    document = lxml.html.Element("html")
+    body = etree.SubElement(document, "body")
+    root.tail = None
+    body.append(root)
+    return document
+
+
+def _extracted(document: HtmlElement, url: str) -> str:
     """trafilatura's main text of the cleaned page, rendered like _render; "" when it finds none or cannot run.
 
-    It reads the page after _drop_noise (so hidden text, scripts and styles never reach it) and from a string
-    only: it is never given a URL to fetch, and nothing here downloads anything.
+    It reads the page after _drop_noise (so hidden text, scripts and styles never reach it), as a tree: it is
+    never given a URL to fetch, and nothing here downloads anything.
     """
     import trafilatura
 
-    if len(soup.find_all(True)) > _MAX_EXTRACTOR_ELEMENTS:
+    if sum(1 for _ in document.iter()) > _MAX_EXTRACTOR_ELEMENTS:
         return ""
     try:
-        markup = str(soup) if isinstance(soup, BeautifulSoup) else f"<html><body>{soup}</body></html>"
-        tree = lxml.html.document_fromstring(markup)
-        document = trafilatura.bare_extraction(tree, url=None, options=_extractor())
+        result = trafilatura.bare_extraction(document, url=None, options=_extractor())
     # Deeply nested or malformed pages make lxml or trafilatura give up in many ways; the fallback reads them.
     except (ValueError, TypeError, AttributeError, IndexError, KeyError, RecursionError, etree.LxmlError) as exc:
         log.debug("trafilatura failed on %s: %r", url, exc)
         return ""
-    body = getattr(document, "body", None)
+    body = getattr(result, "body", None)
     return "" if body is None else _render_extracted(body)
 
 
@@ -381,85 +560,87 @@ def _render_extracted(root: etree._Element) -> str:
     return "".join(out)
 
 
-def _title(soup: BeautifulSoup) -> str:
-    head = soup.head or soup
-    tag = head.find("title") or soup.find("title")
-    if isinstance(tag, Tag):
-        title = _collapse(tag.get_text())
+def _title(document: HtmlElement) -> str:
+    head = next(document.iter("head"), None)
+    tag = next(head.iter("title"), None) if head is not None else None
+    if tag is None:
+        tag = next(document.iter("title"), None)
+    if tag is not None:
+        title = _collapse(_get_text(tag))
         if title:
             return title[:300]
-    meta = soup.find("meta", attrs={"property": "og:title"})
-    if isinstance(meta, Tag) and isinstance(meta.get("content"), str):
-        title = _collapse(str(meta["content"]))
+    meta = next((node for node in document.iter("meta") if node.get("property") == "og:title"), None)
+    if meta is not None and meta.get("content") is not None:
+        title = _collapse(str(meta.get("content")))
         if title:
             return title[:300]
-    h1 = soup.find("h1")
-    return _collapse(h1.get_text())[:300] if isinstance(h1, Tag) else ""
+    h1 = next(document.iter("h1"), None)
+    return _collapse(_get_text(h1))[:300] if h1 is not None else ""
 
 
 def _collapse(text: str) -> str:
     return _SPACES.sub(" ", text.translate(_STRIP_CHARS)).strip()
 
 
-def _text_len(tag: Tag) -> int:
-    # A walk of the descendants: find_all(string=True) matched a filter against each.
-    return sum(
-        len(node.strip())
-        for node in tag.descendants
-        if isinstance(node, NavigableString) and not isinstance(node, PreformattedString)
-    )
+def _drop_noise(body: HtmlElement) -> None:
+    """Remove boilerplate, invisible elements and comments in place.
 
-
-def _destroyed(tag: Tag) -> bool:
-    """Whether `tag` was decomposed, itself or with an ancestor. bs4's `decomposed` property reads an attribute that
-    only a decomposed element has: on a live tag the read falls through to `Tag.__getattr__`, which searches the
-    tag's whole subtree for a child element of that name, so checking every tag of a page was quadratic in its
-    nesting."""
-    return bool(vars(tag).get("_decomposed", False))
-
-
-def _drop_noise(body: Tag) -> None:
-    """Remove boilerplate and invisible elements in place.
-
-    One walk over the elements in document order: an element's ancestors come before it, so one that goes takes
-    its descendants with it before they are reached (bs4's own searches, one per kind, cost three walks with a
-    filter matched per element)."""
+    One walk over the elements in document order that does not enter an element it removes."""
     # Softer signals: a form, a hidden wrapper or a "cookie" class that holds most of the page is a layout
     # wrapper (ASP.NET pages sit in one <form>, some sites hide the body until scripts run), so keep those.
     soft = []
-    for tag in body.find_all(True):
-        if _destroyed(tag):
+    _normalise_classes(body)
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if not _is_tag(node):  # comments and processing instructions, with the text after them kept
+            _drop(node)
             continue
-        role = tag.get("role")
-        if tag.name in _DROP_TAG_SET or (role is not None and str(role).strip().lower() in _DROP_ROLES):
-            tag.decompose()
-        elif tag.name == "form" or _is_hidden(tag) or _is_cookie_banner(tag):
-            soft.append(tag)
+        role = node.get("role")
+        if node.tag in _DROP_TAG_SET or (role is not None and role.strip().lower() in _DROP_ROLES):
+            _drop(node)
+            continue
+        _normalise_classes(node)
+        if node.tag == "form" or _is_hidden(node) or _is_cookie_banner(node):
+            soft.append(node)
+        stack.extend(reversed(node))
     if not soft:
         return
     page_len = _text_len(body)
-    for tag in soft:
-        if _destroyed(tag):
+    gone: set[HtmlElement] = set()  # what the soft elements removed took with them (soft ones nest)
+    for node in soft:
+        if node in gone:
             continue
-        if page_len and _text_len(tag) > page_len / 2:
+        if page_len and _text_len(node) > page_len / 2:
             continue
-        tag.decompose()
+        gone.update(node.iterdescendants())
+        _drop(node)
 
 
-def _drop_furniture(body: Tag) -> None:
+def _normalise_classes(node: HtmlElement) -> None:
+    """Class names one space apart: trafilatura matches the start of a class attribute ("nav..." is navigation),
+    which leading or doubled spaces would hide."""
+    classes = node.get("class")
+    if classes is not None:
+        single = " ".join(classes.split())
+        if single != classes:
+            node.set("class", single.translate(_SETTABLE))
+
+
+def _drop_furniture(body: HtmlElement) -> None:
     """Remove the blocks that a class, id or aria-label names as furniture (_FURNITURE_WORDS), skip links, and
     link lists (_LINK_LIST_MIN links or more and little other text: menus, related and most-read boxes, the div
     spelling of <nav>), unless the block holds the page's main content (its <main>, <article> or <h1>, or over
     half of its text). Linear in the page's size: hostile pages nest thousands of elements deep."""
-    for link in body.find_all("a", href=True):
-        if str(link["href"]).startswith("#") and _SKIP_LINK.match(link.get_text()):
-            link.decompose()
+    for link in [link for link in body.iter("a") if link.get("href") is not None]:
+        if str(link.get("href")).startswith("#") and _SKIP_LINK.match(_get_text(link)):
+            _drop(link)
     page_len = 0
 
-    def is_named(tag: Tag, info: _Stats) -> bool:
+    def is_named(tag: HtmlElement, info: _Stats) -> bool:
         return _names_furniture(tag)
 
-    def is_link_list(tag: Tag, info: _Stats) -> bool:
+    def is_link_list(tag: HtmlElement, info: _Stats) -> bool:
         return info.links >= _LINK_LIST_MIN and info.link_text >= _LINK_LIST_SHARE * info.text
 
     # Named blocks first, so that a box's links no longer count towards its parent's link density.
@@ -468,14 +649,14 @@ def _drop_furniture(body: Tag) -> None:
         page_len = page_len or elements[0][1].text
         doomed, skip_to = [], -1
         for index, (tag, info) in enumerate(elements):
-            if index <= skip_to or tag.name not in _FURNITURE_BLOCKS or info.holds_main:
+            if index <= skip_to or tag.tag not in _FURNITURE_BLOCKS or info.holds_main:
                 continue
             if (page_len and info.text > page_len / 2) or not rule(tag, info):
                 continue
             doomed.append(tag)
             skip_to = info.end  # its descendants go with it
         for tag in doomed:
-            tag.decompose()
+            _drop(tag)
 
 
 @dataclass
@@ -487,76 +668,78 @@ class _Stats:
     holds_main: bool = False  # a <main>, <article>, <h1> or [role=main] in it (or it)
 
 
-def _block_stats(body: Tag) -> list[tuple[Tag, _Stats]]:
+def _block_stats(body: HtmlElement) -> list[tuple[HtmlElement, _Stats]]:
     """`body` and every element in it in document order, with its _Stats, each computed from its children's in
     one pass (no per-element search of the subtree)."""
-    tags = [body, *body.find_all(True)]
-    stats: dict[int, _Stats] = {}
+    tags = [node for node in body.iter() if _is_tag(node)]
+    stats: dict[HtmlElement, _Stats] = {}  # lxml gives one Python object per element while one is referenced
     for index in range(len(tags) - 1, -1, -1):  # children before their parents
         tag = tags[index]
         info = _Stats(end=index)
-        for child in tag.children:
-            if isinstance(child, Tag):
-                below = stats[id(child)]
+        if tag.text:
+            info.text += len(tag.text.strip())
+        for child in tag:
+            if _is_tag(child):
+                below = stats[child]
                 info.end = max(info.end, below.end)
                 info.text += below.text
                 info.link_text += below.link_text
                 info.links += below.links
                 info.holds_main = info.holds_main or below.holds_main
-            elif isinstance(child, NavigableString) and not isinstance(child, PreformattedString):
-                info.text += len(child.strip())
-        if tag.name == "a" and tag.get("href") is not None:
+            if child.tail:
+                info.text += len(child.tail.strip())
+        if tag.tag == "a" and tag.get("href") is not None:
             info.link_text, info.links = info.text, info.links + 1
-        if tag.name in ("main", "article", "h1") or str(tag.get("role", "")).strip().lower() == "main":
+        if tag.tag in ("main", "article", "h1") or (tag.get("role") or "").strip().lower() == "main":
             info.holds_main = True
-        stats[id(tag)] = info
-    return [(tag, stats[id(tag)]) for tag in tags]
+        stats[tag] = info
+    return [(tag, stats[tag]) for tag in tags]
 
 
-def _names_furniture(tag: Tag) -> bool:
-    names = [str(tag.get("id", "")), str(tag.get("aria-label", "")), *map(str, tag.get_attribute_list("class"))]
+def _names_furniture(tag: HtmlElement) -> bool:
+    names = [tag.get("id") or "", tag.get("aria-label") or "", *_classes(tag)]
     return any(word.lower() in _FURNITURE_WORDS for name in names if name for word in _NAME_WORDS.findall(name))
 
 
-def _ungroup_posts(root: Tag) -> None:
+def _ungroup_posts(root: HtmlElement) -> None:
     """Take the article class names (_POST_CLASS) off elements that repeat them, the posts of a thread or the
     entries of a listing, so that trafilatura judges them together instead of reading the first one alone."""
-    groups: dict[str, list[Tag]] = {}
-    for tag in root.find_all(class_=True):
-        classes = " ".join(map(str, tag.get_attribute_list("class")))
+    groups: dict[str, list[HtmlElement]] = {}
+    for tag in root.iterdescendants():
+        if not _is_tag(tag) or tag.get("class") is None:
+            continue
+        classes = " ".join(_classes(tag))
         if any(_POST_CLASS.search(name) for name in classes.split()):
             groups.setdefault(classes, []).append(tag)
     for tags in groups.values():
         if len(tags) > 1:
             for tag in tags:
-                kept = [name for name in tag.get_attribute_list("class") if not _POST_CLASS.search(name)]
-                tag["class"] = AttributeValueList(kept)
+                kept = " ".join(name for name in _classes(tag) if not _POST_CLASS.search(name))
+                tag.set("class", kept.translate(_SETTABLE))
 
 
-def _is_hidden(tag: Tag) -> bool:
+def _is_hidden(tag: HtmlElement) -> bool:
     hidden = tag.get("hidden")
-    if hidden is not None and str(hidden).strip().lower() != "until-found":  # until-found is findable text
+    if hidden is not None and hidden.strip().lower() != "until-found":  # until-found is findable text
         return True
-    if str(tag.get("aria-hidden", "")).strip().lower() == "true":
+    if (tag.get("aria-hidden") or "").strip().lower() == "true":
         return True
-    return bool(_HIDDEN_STYLE.search(str(tag.get("style", ""))))
+    return bool(_HIDDEN_STYLE.search(tag.get("style") or ""))
 
 
-def _is_cookie_banner(tag: Tag) -> bool:
-    names = [str(tag.get("id", "")), *(str(name) for name in tag.get_attribute_list("class") if name)]
+def _is_cookie_banner(tag: HtmlElement) -> bool:
+    names = [tag.get("id") or "", *_classes(tag)]
     return any(name and _COOKIE_MARK.search(name) for name in names)
 
 
-def _main_root(soup: BeautifulSoup, body: Tag) -> Tag:
+def _main_root(document: HtmlElement, body: HtmlElement) -> HtmlElement:
     """The <main>, [role=main] or <article> that holds the bulk of the text, else the body."""
     body_len = _text_len(body)
-    # One walk for the three kinds, in document order as a CSS select gives them: select compiled and matched a
-    # selector for each.
-    found: dict[str, list[Tag]] = {"main": [], "role": [], "article": []}
-    for tag in soup.find_all(True):
-        if tag.name in ("main", "article"):
-            found[tag.name].append(tag)
-        if tag.get("role") == "main":
+    found: dict[str, list[HtmlElement]] = {"main": [], "role": [], "article": []}
+    for tag in document.iterdescendants():
+        if tag.tag in ("main", "article"):
+            found[tag.tag].append(tag)
+        if _is_tag(tag) and tag.get("role") == "main":
             found["role"].append(tag)
     for kind, share in (("main", 0.3), ("role", 0.3), ("article", 0.5)):
         candidates = found[kind]
@@ -569,7 +752,7 @@ def _main_root(soup: BeautifulSoup, body: Tag) -> Tag:
     return body
 
 
-def _render(root: Tag) -> str:
+def _render(root: HtmlElement) -> str:
     """Text of `root` with one blank line between blocks and list items on consecutive lines.
 
     Iterative on purpose: hostile pages nest thousands of elements deep.
@@ -587,32 +770,40 @@ def _render(root: Tag) -> str:
         text = "\n".join(lines)
         blocks.append((f"- {text}" if kind == "li" else text, kind == "li"))
 
-    stack: list[tuple[object, bool]] = [(root, False)]
+    # Entries: an element to open, the name of a block to close, or a text (an element's tail, after its subtree).
+    stack: list[HtmlElement | _Close | str] = [root]
     while stack:
-        node, closing = stack.pop()
-        if closing:
+        entry = stack.pop()
+        if isinstance(entry, str):
+            parts.append(entry.translate(_STRIP_CHARS))
+            continue
+        if isinstance(entry, _Close):
             flush()
             open_blocks.pop()
-        elif isinstance(node, NavigableString):
-            if not isinstance(node, PreformattedString):  # comments, doctype, CDATA, processing instructions
-                parts.append(str(node).translate(_STRIP_CHARS))
-        elif isinstance(node, Tag):
-            name = node.name
-            if name == "br":
-                parts.append(_BR)
-            elif name == "pre":
+            continue
+        node = entry
+        if node is not root and node.tail:
+            stack.append(node.tail)
+        if not _is_tag(node):  # comments, processing instructions
+            continue
+        name = node.tag
+        if name == "br":
+            parts.append(_BR)
+        elif name == "pre":
+            flush()
+            pre = "\n".join(line.rstrip() for line in _get_text(node).translate(_STRIP_CHARS).splitlines())
+            if pre.strip():
+                blocks.append((pre.strip("\n"), False))
+        else:
+            if name in _CELL_TAGS:
+                parts.append(_CELL)
+            if name in _BLOCK_TAGS:
                 flush()
-                pre = "\n".join(line.rstrip() for line in node.get_text().translate(_STRIP_CHARS).splitlines())
-                if pre.strip():
-                    blocks.append((pre.strip("\n"), False))
-            else:
-                if name in _CELL_TAGS:
-                    parts.append(_CELL)
-                if name in _BLOCK_TAGS:
-                    flush()
-                    open_blocks.append(name)
-                    stack.append((node, True))
-                stack.extend((child, False) for child in reversed(node.contents))
+                open_blocks.append(name)
+                stack.append(_CLOSE)
+            stack.extend(reversed(node))
+            if node.text:
+                stack.append(node.text)
     flush()
 
     out: list[str] = []
@@ -623,6 +814,13 @@ def _render(root: Tag) -> str:
         out.append(text)
         previous_item = is_item
     return "".join(out)
+
+
+class _Close:
+    """The end of a block element in _render's walk."""
+
+
+_CLOSE = _Close()
 
 
 def _clean_plain(text: str) -> str:
