@@ -24,7 +24,7 @@ Parts (all by default, in this order, one stack for all of them):
              1x1 beside a 6x3's backlog, and a 3x3 with one of two workers killed, production leases (about
              2 minutes, most of it the lease that must lapse)
   extraction main-text extraction on the annotated corpus of tests/corpus (bench/extraction.py): precision,
-             recall, F1 and characters per page of a bare get_text, the previous BeautifulSoup rules and
+             recall, F1 and characters per page of a bare get_text, the previous cleaning rules alone and
              trafilatura, on the dev and the held-out part; needs no stack (seconds when run alone)
 
 A final Targets section lists every figure that has a target (and the reference models beside each wall/ideal
