@@ -268,3 +268,46 @@ def test_title_and_headings_skip_script_text_and_nested_hidden_blocks_go_in_one_
     # then the title is the heading's text, and nothing hidden is read
     assert title == "Real heading"
     assert "secret" not in text and "Paragraph 7 of the article" in text
+
+
+_TAGS = ["div", "p", "span", "a", "table", "tr", "td", "ul", "li", "pre", "section", "article", "main", "form", "h1"]
+_ATTRIBUTES = [
+    "",
+    ' class="post"',
+    ' class=" nav menu"',
+    " hidden",
+    ' style="display:none"',
+    ' role="main"',
+    ' href="#x"',
+]
+
+
+@st.composite
+def _tag_soup(draw: st.DrawFn, depth: int = 0) -> str:
+    """Nested tags (not always closed), attributes the cleaning reads, comments, scripts and arbitrary text."""
+    if depth > 4 or draw(st.integers(0, 3)) == 0:
+        kind = draw(st.sampled_from(["text", "text", "comment", "script", "br"]))
+        words = draw(st.text(max_size=40)).replace("&", "&amp;").replace("<", "&lt;")
+        return {
+            "text": words,
+            "comment": f"<!--{words.replace('-', '')}-->",
+            "script": "<script>var scriptLeak = 1;</script>",
+            "br": "<br>",
+        }[kind]
+    tag = draw(st.sampled_from(_TAGS))
+    children = "".join(draw(st.lists(_tag_soup(depth + 1), max_size=4)))
+    closing = draw(st.sampled_from([f"</{tag}>", f"</{tag}>", ""]))
+    return f"<{tag}{draw(st.sampled_from(_ATTRIBUTES))}>{children}{closing}"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_tag_soup(), min_size=1, max_size=6))
+def test_any_tag_soup_is_read_without_error_storable_and_without_script_text(blocks: list[str]) -> None:
+    # given any page of nested, unclosed tags with comments, scripts, hidden and furniture-named blocks
+    html = f"<html><head><title>T</title></head><body>{''.join(blocks)}</body></html>"
+    # when it is read, with trafilatura and by the rules alone
+    for title, text in (extract_page(html, "u"), page_text.extract_page_soup(html, "u")):
+        # then nothing fails, the text is storable, and no script or control character is in it
+        assert storable(text) == text and storable(title) == title
+        assert "scriptLeak" not in text
+        assert not any(ord(char) < 32 and char not in "\n\t" for char in text)
