@@ -192,13 +192,9 @@ def extract_page(html: str | bytes, url: str) -> tuple[str, str]:
     """(title, main text) of an HTML page: navigation, notices, share bars, related links, comments and footers
     left out by trafilatura; scripts, hidden elements and the furniture that class names or link density give
     away (_drop_furniture) removed before it; blocks kept, one blank line apart."""
-    document, nested_deep = _parse(html)
-    _held = _hold(document, nested_deep)
-    title = _title(document)
-    body = _body(document)
-    _drop_noise(body)
-    _drop_furniture(body)
-    root = _main_root(document, body)
+    page = _cleaned(html)
+    _drop_furniture(page.body)
+    root = _main_root(page.document, page.body)
     fallback = _render(root)
     _unwrap_layout_tables(root)
     _ungroup_posts(root)
@@ -206,23 +202,39 @@ def extract_page(html: str | bytes, url: str) -> tuple[str, str]:
     # it trafilatura still drops share bars, related links and comments.
     # trafilatura's cost grows faster than the page's past a few hundred levels of nesting (1.7 s at 2,000 levels,
     # 0.1 s at 256): a page nested deeper than libxml2 builds by default is read by the rules alone.
-    text = "" if nested_deep else _extracted(document if root is body else _document_of(root), url)
+    extracted = page.document if root is page.body else _document_of(root)
+    text = "" if page.nested_deep else _extracted(extracted, url)
     if len(text) < _MIN_EXTRACTED_CHARS and len(fallback) > len(text):
         log.debug("extracted %s chars from %s (rules fallback)", len(fallback), url)
-        return title, fallback
+        return page.title, fallback
     log.debug("extracted %s chars from %s (trafilatura)", len(text), url)
-    return title, text
+    return page.title, text
 
 
 def extract_page_soup(html: str | bytes, url: str) -> tuple[str, str]:
     """(title, text) by the cleaning rules alone: the fallback of extract_page, and the extractor before
     trafilatura (kept callable for bench/extraction.py's comparison)."""
+    page = _cleaned(html)
+    return page.title, _render(_main_root(page.document, page.body))
+
+
+@dataclass
+class _CleanedPage:
+    document: HtmlElement
+    body: HtmlElement  # the <body>, or the document when it has none
+    title: str  # read before anything was dropped
+    nested_deep: bool  # past libxml2's own nesting limit (_parse)
+    held: list[HtmlElement]  # kept alive while the page is read (_hold)
+
+
+def _cleaned(html: str | bytes) -> _CleanedPage:
+    """The page parsed, its title read, then scripts, hidden elements and comments dropped (_drop_noise)."""
     document, nested_deep = _parse(html)
-    _held = _hold(document, nested_deep)
+    held = _hold(document, nested_deep)
     title = _title(document)
     body = _body(document)
     _drop_noise(body)
-    return title, _render(_main_root(document, body))
+    return _CleanedPage(document, body, title, nested_deep, held)
 
 
 # --- the page's tree --------------------------------------------------------------------------------------
@@ -242,7 +254,6 @@ class _Parsers(threading.local):
 
 _parsers = _Parsers()
 _LIMIT_ERROR = "ERR_RESOURCE_LIMIT"
-_SURROGATES = re.compile("[\ud800-\udfff]")
 # What lxml refuses to set as text or attribute (libxml2 keeps them in what it parses): controls other than
 # whitespace go, as _STRIP_CHARS takes them from the text anyway; vertical tab and form feed become spaces.
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -262,8 +273,8 @@ def _parse(html: str | bytes) -> tuple[HtmlElement, bool]:
         html = decode_body(html, None, is_html=True)
     try:
         data = html.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates, which no encoding can carry
-        data = _SURROGATES.sub("\ufffd", html).encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, which no encoding can carry (and no text keeps: storable)
+        data = storable(html).encode("utf-8")
     parser = _parsers.direct
     document: HtmlElement | None
     try:
