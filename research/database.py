@@ -12,11 +12,11 @@ may change after it (docs/schema.md, "PostgreSQL and the embedded mode").
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Model
+from django.db.models import Field, Model
 
 M = TypeVar("M", bound=Model)
 
@@ -104,6 +104,38 @@ def read_instance(model: type[M], pk: Any) -> M | None:
     return None if row is None else instance_from_row(model, row)
 
 
+def read_values(model: type[Model], fields: Sequence[str], where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    """The rows of `model` that `where` (a condition, then any ORDER BY or LIMIT) selects, as `.values(*fields)`
+    returns them: a dict of each row by field name (a foreign key by its attname, `query_id`), each value converted
+    by the converters the ORM applies to that column. For reads that run for every push, where the ORM would build
+    the statement anew each time (two thirds of a push's time at 110 queries × 7 pages).
+
+    The same code in both, with the converters the ORM uses for each column. PostgreSQL: jsonb, which Django's
+    psycopg setup loads as text, is decoded as the JSON field decodes it. Embedded mode: the datetimes and decimals
+    the sqlite3 driver returns as text and floats become what the ORM makes of them. `where` is the caller's to keep
+    portable.
+    """
+    table = model._meta.db_table
+    columns = [cast("Field[Any, Any]", model._meta.get_field(name)) for name in fields]
+    converters = []
+    for field in columns:
+        column = field.get_col(table)
+        converters.append((column, [*connection.ops.get_db_converters(column), *field.get_db_converters(connection)]))
+    sql = f"SELECT {', '.join(f'{field.column}' for field in columns)} FROM {table} WHERE {where}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    values = []
+    for row in rows:
+        item = {}
+        for name, (column, convert), value in zip(fields, converters, row, strict=True):
+            for converter in convert:
+                value = converter(value, column, connection)
+            item[name] = value
+        values.append(item)
+    return values
+
+
 def json_value(value: Any) -> Any:
     """A JSON column's list or object as a step uses it, whether it came from hand-written SQL or from the ORM (the
     ORM's reads return it decoded). For columns that hold lists or objects only: a JSON string would be ambiguous.
@@ -166,12 +198,16 @@ def begin_consistent_view(lock_timeout_ms: int | None = None) -> int | None:
     """
     if not _postgresql():
         return None
+    # One round trip for the three statements (a push takes a view every few events): without parameters psycopg
+    # sends them as one simple query, and the last one's row is the view's xmin.
+    limit = "" if lock_timeout_ms is None else f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}; "
     with connection.cursor() as cursor:
-        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-    if lock_timeout_ms is not None:
-        limit_lock_waits(lock_timeout_ms)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+        cursor.execute(
+            f"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; {limit}"
+            "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+        )
+        while cursor.nextset():
+            pass
         return cursor.fetchone()[0]
 
 

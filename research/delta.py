@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Subquery
-from django.db.models.fields.json import KeyTransform
 
 from research import database
 from research.coverage import coverage
@@ -34,7 +32,6 @@ from research.models import (
     AskedQuestion,
     Document,
     DocumentKind,
-    Event,
     Extract,
     FollowUpQuestion,
     MemoryItem,
@@ -56,10 +53,11 @@ from research.snapshot import (
     consistent_view,
     conversation,
     documents,
-    event_payload,
+    events_after,
     memory_state,
     progress,
     query_state,
+    questions,
     research_state,
     website_state,
 )
@@ -70,7 +68,7 @@ DELTA_VERSION = 2
 
 # Fields the progress counts need from every query (the pruned subtrees follow parents, positions and decisions).
 _PROGRESS_FIELDS = ("id", "parent_id", "depth", "position", "retries", "round", "status", "decision")
-_QUERY_ORDER = ("depth", "parent_id", "position", "id")
+_QUERY_ORDER = "depth, parent_id, position, id"
 
 
 @dataclass(frozen=True)
@@ -96,8 +94,7 @@ def read_push(
     read. Raises Research.DoesNotExist, and LockNotAvailable (wrapped as OperationalError) where a table is locked
     exclusively for more than PUSH_LOCK_TIMEOUT_MS: a push is best effort and steps aside."""
     with consistent_view(lock_timeout_ms=PUSH_LOCK_TIMEOUT_MS) as xmin:
-        rows = Event.objects.filter(research_id=research_id, seq__gt=after).order_by("seq")[:limit]
-        events = [event_payload(event) for event in rows]
+        events = events_after(research_id, after, limit)
         if not events:  # another process pushed them: nothing to send, so no delta to build
             return events, {}, xmin, None
         delta = build_delta(research_id, since)
@@ -116,74 +113,115 @@ def build_delta(research_id: ResearchId, since: Since | None) -> dict[str, Any]:
     row comes with the changed rows and the order of all its keys, which also says which rows are gone. One query finds
     the changed rows of every table; the rest load only those, so a push of one event costs a few queries
     whatever the size of the tree."""
-    research = with_usage(research_id)
     xmin = since.xmin if since is not None and database.supports_xmin() else None
+    if since is None or xmin is None:
+        return whole_delta(build_snapshot(research_id))
+    return _changes(research_id, since.seq, xmin)
+
+
+def whole_delta(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A delta with every row of `snapshot`, which applies to any state (base 0) and gives that snapshot."""
+    queries, sections = snapshot["queries"], snapshot["report_sections"]
+    return {
+        "version": DELTA_VERSION,
+        "snapshot_version": snapshot["version"],
+        "base": 0,
+        **{key: snapshot[key] for key in _WHOLE_KEYS},
+        "queries": {
+            "order": [query["id"] for query in queries],
+            "rows": [{key: value for key, value in query.items() if key != "websites"} for query in queries],
+        },
+        "websites": [
+            {"query_id": query["id"], "order": [row["id"] for row in query["websites"]], "rows": query["websites"]}
+            for query in queries
+            if query["websites"]
+        ],
+        "memory": {
+            section: {"order": [row["id"] for row in rows], "rows": rows}
+            for section, rows in snapshot["memory"].items()
+        },
+        "report_sections": {"order": [section["position"] for section in sections], "rows": sections},
+    }
+
+
+# What a whole delta takes from the snapshot as it is.
+_WHOLE_KEYS = (
+    "research",
+    "questions",
+    "conversation",
+    "report",
+    "report_versions",
+    "error_output",
+    "progress",
+    "coverage",
+)
+
+
+def _changes(research_id: ResearchId, base: int, xmin: int) -> dict[str, Any]:
+    """The delta since the view `xmin` (PostgreSQL, where rows carry their transaction ids). A push runs this for
+    every few events of a running research: each read is hand-written (the ORM built every statement anew, two
+    thirds of a push's time at 110 queries × 7 pages), and the reads of the rare changes (questions, conversation,
+    documents) go through the snapshot's own functions."""
+    research = with_usage(research_id)
+    key = Research._meta.pk.get_db_prep_value(research.pk, connection)
+    changed, counts = _changed_rows(key, xmin)
     delta: dict[str, Any] = {
         "version": DELTA_VERSION,
         "snapshot_version": SNAPSHOT_VERSION,
-        "base": since.seq if since is not None and xmin is not None else 0,
+        "base": base,
         "research": research_state(research),
     }
-    changed = _changed_rows(research.pk, xmin)
-
     if changed["questions"]:
-        delta["questions"] = list(
-            FollowUpQuestion.objects.filter(research_id=research.pk)
-            .order_by("position")
-            .values("position", "question", "answer")
-        )
-    query_rows = list(
-        SerpQuery.objects.filter(research_id=research.pk).order_by(*_QUERY_ORDER).values(*_PROGRESS_FIELDS)
-    )
+        delta["questions"] = questions(research.pk)
     if changed["conversation"]:
         delta["conversation"] = conversation(research.pk)
+    query_rows = database.read_values(SerpQuery, _PROGRESS_FIELDS, f"research_id = %s ORDER BY {_QUERY_ORDER}", [key])
     if changed["queries"]:
-        rows = SerpQuery.objects.filter(pk__in=changed["queries"]).order_by(*_QUERY_ORDER)
-        delta["queries"] = {
-            "order": [row["id"] for row in query_rows],
-            "rows": [query_state(row) for row in rows.values(*QUERY_FIELDS, "learnings")],
-        }
+        rows = database.read_values(
+            SerpQuery, (*QUERY_FIELDS, "learnings"), f"id = ANY(%s) ORDER BY {_QUERY_ORDER}", [changed["queries"]]
+        )
+        delta["queries"] = {"order": [row["id"] for row in query_rows], "rows": [query_state(row) for row in rows]}
     if changed["websites"]:
         delta["websites"] = _websites(changed["websites"])
     if changed["memory"]:
-        delta["memory"] = _memory(research.pk, changed["memory"])
-    report = None
+        delta["memory"] = _memory(key, changed["memory"])
     if changed["documents"]:
         docs, report = documents(research.pk, research.report_version)
         delta.update(docs)
     else:
-        report = _current_report(research)
+        report = _current_report(key, research.report_version)
     # The written sections' text counts only until the report is assembled (research/coverage.py).
-    delta["report_sections"], sections = _sections(research, set(changed["sections"]), with_text=report is None)
-    statuses, extract_count, pages_analysed = _counts(research.pk)
-    delta["progress"] = progress(research, query_rows, statuses, extract_count)
+    delta["report_sections"], sections = _sections(key, research.report_version, changed["sections"], report is None)
+    delta["progress"] = progress(research, query_rows, counts.statuses, counts.extracts)
     delta["coverage"] = coverage(
-        research.report_words, extract_count, pages_analysed, sections, report, lambda: _analysed_urls(research.pk)
+        research.report_words, counts.extracts, counts.pages_analysed, sections, report, lambda: _analysed_urls(key)
     )
     return delta
 
 
-def _current_report(research: Research) -> str | None:
+def _current_report(research_key: Any, version: int) -> str | None:
     """The markdown of the report of the version being written or last written, None until it is stored."""
-    return (
-        Document.objects.filter(research_id=research.pk, kind=DocumentKind.REPORT, version=research.report_version)
-        .values_list("markdown", flat=True)
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT markdown FROM research_document WHERE research_id = %s AND kind = %s AND version = %s LIMIT 1",
+            [research_key, DocumentKind.REPORT, version],
+        )
+        row = cursor.fetchone()
+    return None if row is None else row[0]
 
 
-def _analysed_urls(research_pk: Any) -> list[str]:
-    return list(
-        Website.objects.filter(research_id=research_pk, status=WebsiteStatus.ANALYZED)
-        .values_list("url", flat=True)
-        .order_by()  # a default ordering's columns would join the DISTINCT, making each website's URL distinct
-        .distinct()
-    )
+def _analysed_urls(research_key: Any) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT url FROM research_website WHERE research_id = %s AND status = %s",
+            [research_key, WebsiteStatus.ANALYZED],
+        )
+        return [url for (url,) in cursor.fetchall()]
 
 
 # Transaction ids in a row's xmin are 32 bits and wrap around: compare them with the view's, modulo 2**32, as
 # PostgreSQL does (a row is newer when it is less than 2**31 ahead).
-_NEWER = "((xmin::text::bigint - %s) & 4294967295) < 2147483648"
+_NEWER = "((xmin::text::bigint - %(xmin)s) & 4294967295) < 2147483648"
 # Which rows of a research each kind of change names (an extract written names its website).
 _PROBES = {
     "questions": (FollowUpQuestion, "id"),
@@ -195,37 +233,64 @@ _PROBES = {
     "sections": (ReportSection, "id"),
     "conversation": (AskedQuestion, "id"),
 }
+# The same statement counts the research's websites by status (with the distinct pages of the analysed ones) and its
+# extracts, for the progress and the coverage: one round trip where these were two.
+_CHANGED_ROWS = (
+    "SELECT "
+    + ", ".join(
+        f"ARRAY(SELECT {column} FROM {model._meta.db_table} WHERE research_id = %(research)s AND {_NEWER})"
+        for model, column in _PROBES.values()
+    )
+    + ", (SELECT json_agg(json_build_array(status, n, pages))::text FROM (SELECT status, count(*) AS n, "
+    "count(DISTINCT url) FILTER (WHERE status = %(analysed)s) AS pages FROM research_website "
+    "WHERE research_id = %(research)s GROUP BY status) AS counts), "
+    "(SELECT count(*) FROM research_extract WHERE research_id = %(research)s)"
+)
 
 
-def _changed_rows(research_pk: Any, xmin: int | None) -> dict[str, list[int]]:
-    """The ids of the rows of each kind written after the view `xmin` (every row when None), in one query."""
-    condition, params = ("", []) if xmin is None else (f" AND {_NEWER}", [xmin % 2**32])
-    parts, values = [], []
-    for kind, (model, column) in _PROBES.items():
-        parts.append(f"SELECT '{kind}', {column} FROM {model._meta.db_table} WHERE research_id = %s{condition}")
-        values += [Research._meta.pk.get_db_prep_value(research_pk, connection), *params]
-    found: dict[str, list[int]] = {kind: [] for kind in _PROBES}
+@dataclass(frozen=True)
+class _Counts:
+    statuses: Counter[str]  # the research's websites by status
+    extracts: int
+    pages_analysed: int  # the distinct URLs of its analysed websites
+
+
+def _changed_rows(research_key: Any, xmin: int) -> tuple[dict[str, list[int]], _Counts]:
+    """The ids of the rows of each kind written after the view `xmin`, and the counts, in one query."""
     with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), values)
-        for kind, pk in cursor.fetchall():
-            found[kind].append(pk)
+        cursor.execute(
+            _CHANGED_ROWS, {"research": research_key, "xmin": xmin % 2**32, "analysed": WebsiteStatus.ANALYZED}
+        )
+        *ids, by_status, extracts = cursor.fetchone()
+    found = dict(zip(_PROBES, ids, strict=True))
     found["websites"] = sorted({*found["websites"], *found.pop("extracts")})
-    return found
+    statuses: Counter[str] = Counter()
+    pages_analysed = 0
+    for status, count, pages in json.loads(by_status or "[]"):
+        statuses[status] = count
+        pages_analysed += pages
+    return found, _Counts(statuses, extracts, pages_analysed)
 
 
 def _websites(website_ids: list[int]) -> list[dict[str, Any]]:
     """For each query with a changed website: the order of all its websites and the changed ones, whole with their
     extracts."""
     changed = set(website_ids)
-    query_ids = Website.objects.filter(pk__in=website_ids).values("query_id")
-    rows = Website.objects.filter(query_id__in=query_ids).order_by("query_id", "position").values(*WEBSITE_FIELDS)
+    rows = database.read_values(
+        Website,
+        WEBSITE_FIELDS,
+        "query_id IN (SELECT query_id FROM research_website WHERE id = ANY(%s)) ORDER BY query_id, position",
+        [website_ids],
+    )
     extracts: dict[int, list[dict[str, str]]] = defaultdict(list)
-    for row in (
-        Extract.objects.filter(website_id__in=website_ids)
-        .order_by("website_id", "position")
-        .values("website_id", "fact", "quote")
-    ):
-        extracts[row["website_id"]].append({"fact": row["fact"], "quote": row["quote"]})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT website_id, fact, quote FROM research_extract WHERE website_id = ANY(%s) "
+            "ORDER BY website_id, position",
+            [website_ids],
+        )
+        for website_id, fact, quote in cursor.fetchall():
+            extracts[website_id].append({"fact": fact, "quote": quote})
     groups: dict[int, dict[str, Any]] = {}
     for row in rows:
         group = groups.setdefault(row["query_id"], {"query_id": row["query_id"], "order": [], "rows": []})
@@ -235,18 +300,22 @@ def _websites(website_ids: list[int]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-def _memory(research_pk: Any, item_ids: list[int]) -> dict[str, Any]:
+def _memory(research_key: Any, item_ids: list[int]) -> dict[str, Any]:
     """For each memory section with a changed item (new, or closed): the order of its open items and the changed
     open ones."""
     changed = set(item_ids)
-    kinds = set(MemoryItem.objects.filter(pk__in=item_ids).values_list("kind", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT kind FROM research_memoryitem WHERE id = ANY(%s)", [item_ids])
+        kinds = [kind for (kind,) in cursor.fetchall()]
     # Every section with a changed item is sent, even one whose items are all closed now.
     memory: dict[str, Any] = {MEMORY_SECTIONS[kind]: {"order": [], "rows": []} for kind in kinds}
-    for row in (
-        MemoryItem.objects.filter(research_id=research_pk, closed=False, kind__in=kinds)
-        .order_by("id")
-        .values(*MEMORY_FIELDS)
-    ):
+    rows = database.read_values(
+        MemoryItem,
+        MEMORY_FIELDS,
+        "research_id = %s AND NOT closed AND kind = ANY(%s) ORDER BY id",
+        [research_key, kinds],
+    )
+    for row in rows:
         section = memory[MEMORY_SECTIONS[row["kind"]]]
         section["order"].append(row["id"])
         if row["id"] in changed:
@@ -254,44 +323,35 @@ def _memory(research_pk: Any, item_ids: list[int]) -> dict[str, Any]:
     return memory
 
 
-def _sections(research: Research, changed: set[int], with_text: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The current version's section positions, and the changed sections (only those with their text); and every
+def _sections(
+    research_key: Any, version: int, changed: list[int], with_text: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The section positions of report `version`, and the changed sections (only those with their text); and every
     section of it with its status, the findings its writer was given and, `with_text`, the written ones' text
     (for the coverage)."""
-    fields = ["id", *(field for field in SECTION_FIELDS if field != "markdown")]
-    rows = list(
-        ReportSection.objects.filter(research_id=research.pk, version=research.report_version)
-        .order_by("position")
-        .values(*fields, findings=KeyTransform("findings", "plan"))
-    )
-    written = {row["id"] for row in rows if row["status"] == SectionStatus.WRITTEN} if with_text else set()
-    wanted = {row["id"] for row in rows if row["id"] in changed} | written
-    texts = dict(ReportSection.objects.filter(pk__in=wanted).values_list("id", "markdown")) if wanted else {}
-    for row in rows:
-        row["markdown"] = texts.get(row["id"], "")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, position, title, status, plan -> 'findings', "
+            "CASE WHEN id = ANY(%s) OR (%s AND status = %s) THEN markdown ELSE '' END "
+            "FROM research_reportsection WHERE research_id = %s AND version = %s ORDER BY position",
+            [changed, with_text, SectionStatus.WRITTEN, research_key, version],
+        )
+        rows = [
+            {
+                "id": pk,
+                "position": position,
+                "title": title,
+                "status": status,
+                "findings": None if findings is None else json.loads(findings),
+                "markdown": markdown,
+            }
+            for pk, position, title, status, findings, markdown in cursor.fetchall()
+        ]
+    wanted = set(changed)
     return {
         "order": [row["position"] for row in rows],
-        "rows": [{key: row[key] for key in SECTION_FIELDS} for row in rows if row["id"] in changed],
+        "rows": [{key: row[key] for key in SECTION_FIELDS} for row in rows if row["id"] in wanted],
     }, rows
-
-
-def _counts(research_pk: Any) -> tuple[Counter[str], int, int]:
-    """The research's websites by status, its extracts, and the distinct pages (URLs) of its analysed websites, in
-    one query."""
-    statuses: Counter[str] = Counter()
-    extracts = Extract.objects.filter(research_id=research_pk).values("research_id").annotate(n=Count("id"))
-    rows = (
-        Website.objects.filter(research_id=research_pk)
-        .values("status")
-        .annotate(count=Count("id"), pages=Count("url", distinct=True), extract_count=Subquery(extracts.values("n")))
-    )
-    extract_count = pages_analysed = 0
-    for row in rows:
-        statuses[row["status"]] = row["count"]
-        extract_count = row["extract_count"] or 0
-        if row["status"] == WebsiteStatus.ANALYZED:
-            pages_analysed = row["pages"]
-    return statuses, extract_count, pages_analysed
 
 
 def row_digests(delta: dict[str, Any]) -> dict[str, str]:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models.fields.json import KeyTransform
 
 from research import database
@@ -57,11 +57,6 @@ def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
     """Load the research, its questions, queries, websites, extracts, memory, documents, report sections and
     conversation: nine queries in all (the coverage is counted from what they load)."""
     research = with_usage(research_id)
-    questions = list(
-        FollowUpQuestion.objects.filter(research_id=research.pk)
-        .order_by("position")
-        .values("position", "question", "answer")
-    )
     query_rows = list(
         SerpQuery.objects.filter(research_id=research.pk)
         .order_by("depth", "parent_id", "position", "id")
@@ -85,7 +80,7 @@ def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
     return {
         "version": SNAPSHOT_VERSION,
         "research": research_state(research),
-        "questions": questions,
+        "questions": questions(research.pk),
         "queries": _queries(query_rows, website_rows, extracts),
         "memory": _memory(research),
         **docs,
@@ -96,6 +91,12 @@ def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
             research.report_words, extract_count, len(analysed_urls), sections, report, lambda: analysed_urls
         ),
     }
+
+
+def questions(research_id: ResearchId) -> list[dict[str, Any]]:
+    """The follow-up questions asked before the research began, in order, with the user's answers."""
+    rows = FollowUpQuestion.objects.filter(research_id=research_id).order_by("position")
+    return [dict(row) for row in rows.values("position", "question", "answer")]
 
 
 def documents(research_id: ResearchId, report_version: int) -> tuple[dict[str, Any], str | None]:
@@ -333,8 +334,15 @@ def _document(doc: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def event_payload(event: Event) -> dict[str, Any]:
-    return {"seq": event.seq, "type": event.type, "data": event.data, "created_at": event.created_at.isoformat()}
+def events_after(research_id: ResearchId, after: int, limit: int) -> list[dict[str, Any]]:
+    """The research's events after seq `after`, at most `limit`, in order, as the pushes and catch-up carry them."""
+    rows = database.read_values(
+        Event,
+        ("seq", "type", "data", "created_at"),
+        "research_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+        [Research._meta.pk.get_db_prep_value(research_id, connection), after, limit],
+    )
+    return [{**row, "created_at": row["created_at"].isoformat()} for row in rows]
 
 
 @contextmanager
@@ -356,6 +364,4 @@ def read_history(research_id: ResearchId, after: int, limit: int) -> tuple[list[
     reads would otherwise be in the snapshot but not among the events sent with it. Raises Research.DoesNotExist.
     """
     with consistent_view():
-        rows = Event.objects.filter(research_id=research_id, seq__gt=after).order_by("seq")[:limit]
-        events = [event_payload(event) for event in rows]
-        return events, build_snapshot(research_id)
+        return events_after(research_id, after, limit), build_snapshot(research_id)

@@ -106,6 +106,8 @@ def test_database_seam_postgresql_gives_a_view_its_xmin() -> None:
         with connection.cursor() as cursor:
             cursor.execute("SHOW transaction_isolation")
             assert cursor.fetchone()[0] == "repeatable read"
+            cursor.execute("SHOW lock_timeout")
+            assert cursor.fetchone()[0] == "200ms"
     assert isinstance(xmin, int) and xmin > 0
     assert database.one_statement_writes() and database.supports_xmin() and database.full_text_search()
 
@@ -139,3 +141,29 @@ def test_database_seam_a_whole_row_reads_as_the_orms_instance_in_both_modes(user
             assert getattr(read, field.attname) == getattr(expected, field.attname), field.name
     monkeypatch.undo()
     assert database.read_instance(SerpQuery, 10**9) is None
+
+
+@pytest.mark.django_db
+def test_database_seam_hand_written_values_read_as_the_orms_values(user) -> None:
+    # given queries with values of every kind their columns hold: JSON lists and objects, a float, dates, a parent
+    research = Research.objects.create(owner=user, prompt="p", status=ResearchStatus.RUNNING, breadth=1, depth=2)
+    parent = SerpQuery.objects.create(research=research, depth=1, position=0, query="q", objective="o")
+    SerpQuery.objects.create(
+        research=research,
+        parent=parent,
+        depth=2,
+        position=3,
+        query="Ä q",
+        objective="o",
+        learnings=["a", {"b": 1}],
+        dimensions={"x": 0.5},
+        score=0.25,
+        started_at=timezone.now(),
+    )
+    fields = [field.attname for field in SerpQuery._meta.concrete_fields]
+    # when they are read by a hand-written condition
+    key = Research._meta.pk.get_db_prep_value(research.pk, connection)
+    read = database.read_values(SerpQuery, fields, "research_id = %s ORDER BY depth DESC", [key])
+    # then each row is what the ORM's values() gives, in the order asked for
+    expected = list(SerpQuery.objects.filter(research=research).order_by("-depth").values(*fields))
+    assert read == expected and read[0]["learnings"] == ["a", {"b": 1}] and read[0]["parent_id"] == parent.pk

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,11 @@ def test_research_runs_on_embedded_defaults(tmp_path, internet, research_model) 
             seen += [e["seq"] for e in message["events"] if not seen or e["seq"] > seen[-1]]
         assert seen == list(range(1, last + 1))
         socket.close()
+        # and catch-up reads the same events from SQLite, each with its data and an aware time
+        caught = session.get(f"{server.url}/api/research/{research_id}/events?after=0", timeout=10).json()["events"]
+        assert [event["seq"] for event in caught] == seen
+        assert all(isinstance(event["data"], dict) for event in caught)
+        assert all(datetime.fromisoformat(event["created_at"]).utcoffset() is not None for event in caught)
     finally:
         server.stop()
         beat.stop()

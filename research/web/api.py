@@ -20,14 +20,13 @@ from research.models import (
     AskedQuestion,
     Document,
     DocumentKind,
-    Event,
     FollowUpQuestion,
     ReportSection,
     Research,
     ResearchStatus,
     SectionStatus,
 )
-from research.snapshot import build_snapshot, event_payload, research_summary
+from research.snapshot import build_snapshot, events_after, research_summary
 from research.types import ResearchId
 from research.web import exports
 from research.web.rendering import render_markdown
@@ -228,8 +227,7 @@ def research_events(request: HttpRequest, research_id: str) -> HttpResponse:
     if after is None:
         raise ApiError(400, f"must be an integer from 0 to {MAX_SEQ}", "after")
     research = own_research(request, research_id)
-    events = Event.objects.filter(research=research, seq__gt=after).order_by("seq")[:5000]
-    return JsonResponse({"events": [event_payload(event) for event in events]})
+    return JsonResponse({"events": events_after(research.pk, after, 5000)})
 
 
 def _html(markdown: str) -> HttpResponse:
