@@ -35,7 +35,6 @@ from research.models import (
     Extract,
     FollowUpQuestion,
     MemoryItem,
-    ReportSection,
     Research,
     SectionStatus,
     SerpQuery,
@@ -110,9 +109,11 @@ def build_delta(research_id: ResearchId, since: Since | None) -> dict[str, Any]:
     """What changed in the research after `since`'s view; every row when `since` is None or has no view.
 
     The research, the progress counts and the coverage are always whole (all small); a collection with a changed
-    row comes with the changed rows and the order of all its keys, which also says which rows are gone. One query finds
-    the changed rows of every table; the rest load only those, so a push of one event costs a few queries
-    whatever the size of the tree."""
+    row comes with the changed rows and the order of all its keys, which also says which rows are gone. One
+    statement finds the changed rows of every table and reads what every push needs (counts, the queries' progress
+    fields, the report's sections); one more loads each kind of changed row, so a push of one event costs a few
+    statements whatever the size of the tree. A whole delta is the snapshot's rows (the embedded mode's every
+    delta: SQLite rows carry no transaction ids)."""
     xmin = since.xmin if since is not None and database.supports_xmin() else None
     if since is None or xmin is None:
         return whole_delta(build_snapshot(research_id))
@@ -164,7 +165,8 @@ def _changes(research_id: ResearchId, base: int, xmin: int) -> dict[str, Any]:
     documents) go through the snapshot's own functions."""
     research = with_usage(research_id)
     key = Research._meta.pk.get_db_prep_value(research.pk, connection)
-    changed, counts = _changed_rows(key, xmin)
+    state = _read_state(key, xmin, research.report_version)
+    changed = state.changed
     delta: dict[str, Any] = {
         "version": DELTA_VERSION,
         "snapshot_version": SNAPSHOT_VERSION,
@@ -175,39 +177,31 @@ def _changes(research_id: ResearchId, base: int, xmin: int) -> dict[str, Any]:
         delta["questions"] = questions(research.pk)
     if changed["conversation"]:
         delta["conversation"] = conversation(research.pk)
-    query_rows = database.read_values(SerpQuery, _PROGRESS_FIELDS, f"research_id = %s ORDER BY {_QUERY_ORDER}", [key])
     if changed["queries"]:
         rows = database.read_values(
             SerpQuery, (*QUERY_FIELDS, "learnings"), f"id = ANY(%s) ORDER BY {_QUERY_ORDER}", [changed["queries"]]
         )
-        delta["queries"] = {"order": [row["id"] for row in query_rows], "rows": [query_state(row) for row in rows]}
+        delta["queries"] = {"order": [row["id"] for row in state.queries], "rows": [query_state(row) for row in rows]}
     if changed["websites"]:
         delta["websites"] = _websites(changed["websites"])
     if changed["memory"]:
         delta["memory"] = _memory(key, changed["memory"])
     if changed["documents"]:
-        docs, report = documents(research.pk, research.report_version)
-        delta.update(docs)
-    else:
-        report = _current_report(key, research.report_version)
-    # The written sections' text counts only until the report is assembled (research/coverage.py).
-    delta["report_sections"], sections = _sections(key, research.report_version, changed["sections"], report is None)
-    delta["progress"] = progress(research, query_rows, counts.statuses, counts.extracts)
+        delta.update(documents(research.pk, research.report_version)[0])
+    delta["report_sections"] = {
+        "order": [section["position"] for section in state.sections],
+        "rows": [{key: section[key] for key in SECTION_FIELDS} for section in state.sections if section["changed"]],
+    }
+    delta["progress"] = progress(research, state.queries, state.statuses, state.extracts)
     delta["coverage"] = coverage(
-        research.report_words, counts.extracts, counts.pages_analysed, sections, report, lambda: _analysed_urls(key)
+        research.report_words,
+        state.extracts,
+        state.pages_analysed,
+        state.sections,
+        state.report,
+        lambda: _analysed_urls(key),
     )
     return delta
-
-
-def _current_report(research_key: Any, version: int) -> str | None:
-    """The markdown of the report of the version being written or last written, None until it is stored."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT markdown FROM research_document WHERE research_id = %s AND kind = %s AND version = %s LIMIT 1",
-            [research_key, DocumentKind.REPORT, version],
-        )
-        row = cursor.fetchone()
-    return None if row is None else row[0]
 
 
 def _analysed_urls(research_key: Any) -> list[str]:
@@ -222,7 +216,8 @@ def _analysed_urls(research_key: Any) -> list[str]:
 # Transaction ids in a row's xmin are 32 bits and wrap around: compare them with the view's, modulo 2**32, as
 # PostgreSQL does (a row is newer when it is less than 2**31 ahead).
 _NEWER = "((xmin::text::bigint - %(xmin)s) & 4294967295) < 2147483648"
-# Which rows of a research each kind of change names (an extract written names its website).
+# Which rows of a research each kind of change names (an extract written names its website; a report section's
+# change is read with the sections themselves).
 _PROBES = {
     "questions": (FollowUpQuestion, "id"),
     "queries": (SerpQuery, "id"),
@@ -230,12 +225,18 @@ _PROBES = {
     "extracts": (Extract, "website_id"),
     "memory": (MemoryItem, "id"),
     "documents": (Document, "id"),
-    "sections": (ReportSection, "id"),
     "conversation": (AskedQuestion, "id"),
 }
-# The same statement counts the research's websites by status (with the distinct pages of the analysed ones) and its
-# extracts, for the progress and the coverage: one round trip where these were two.
-_CHANGED_ROWS = (
+# What every push needs besides the changed rows' ids, read in the same statement (one round trip where these were
+# five; the rows come as JSON, which the client decodes in one call): the research's websites by status with the
+# distinct pages of the analysed ones, its extracts, its queries' progress fields, the current report version's
+# markdown, and that version's sections, each with whether it changed and with its text where the delta or the
+# coverage needs it (the written sections' text counts only until the report is assembled: research/coverage.py).
+_REPORT = (
+    "SELECT markdown FROM research_document "
+    "WHERE research_id = %(research)s AND kind = %(report)s AND version = %(version)s"
+)
+_STATE = (
     "SELECT "
     + ", ".join(
         f"ARRAY(SELECT {column} FROM {model._meta.db_table} WHERE research_id = %(research)s AND {_NEWER})"
@@ -244,32 +245,59 @@ _CHANGED_ROWS = (
     + ", (SELECT json_agg(json_build_array(status, n, pages))::text FROM (SELECT status, count(*) AS n, "
     "count(DISTINCT url) FILTER (WHERE status = %(analysed)s) AS pages FROM research_website "
     "WHERE research_id = %(research)s GROUP BY status) AS counts), "
-    "(SELECT count(*) FROM research_extract WHERE research_id = %(research)s)"
+    "(SELECT count(*) FROM research_extract WHERE research_id = %(research)s), "
+    f"(SELECT json_agg(json_build_array({', '.join(_PROGRESS_FIELDS)}) ORDER BY {_QUERY_ORDER})::text "
+    "FROM research_serpquery WHERE research_id = %(research)s), "
+    f"({_REPORT} LIMIT 1), "
+    f"(SELECT json_agg(json_build_array(position, title, status, plan -> 'findings', {_NEWER}, "
+    f"CASE WHEN {_NEWER} OR (status = %(written)s AND NOT EXISTS ({_REPORT})) THEN markdown ELSE '' END) "
+    "ORDER BY position)::text FROM research_reportsection WHERE research_id = %(research)s AND version = %(version)s)"
 )
 
 
 @dataclass(frozen=True)
-class _Counts:
+class _State:
+    changed: dict[str, list[int]]  # the ids of the rows of each kind written after the view
     statuses: Counter[str]  # the research's websites by status
     extracts: int
     pages_analysed: int  # the distinct URLs of its analysed websites
+    queries: list[dict[str, Any]]  # every query's _PROGRESS_FIELDS, in the snapshot's order
+    report: str | None  # the current report version's markdown, None until it is stored
+    sections: list[dict[str, Any]]  # that version's sections: SECTION_FIELDS, findings, changed
 
 
-def _changed_rows(research_key: Any, xmin: int) -> tuple[dict[str, list[int]], _Counts]:
-    """The ids of the rows of each kind written after the view `xmin`, and the counts, in one query."""
+def _read_state(research_key: Any, xmin: int, report_version: int) -> _State:
+    """What changed after the view `xmin`, and what every push needs whatever changed, in one statement."""
+    params = {
+        "research": research_key,
+        "xmin": xmin % 2**32,
+        "analysed": WebsiteStatus.ANALYZED,
+        "report": DocumentKind.REPORT,
+        "version": report_version,
+        "written": SectionStatus.WRITTEN,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            _CHANGED_ROWS, {"research": research_key, "xmin": xmin % 2**32, "analysed": WebsiteStatus.ANALYZED}
-        )
-        *ids, by_status, extracts = cursor.fetchone()
-    found = dict(zip(_PROBES, ids, strict=True))
-    found["websites"] = sorted({*found["websites"], *found.pop("extracts")})
+        cursor.execute(_STATE, params)
+        *ids, by_status, extracts, queries, report, sections = cursor.fetchone()
+    changed = dict(zip(_PROBES, ids, strict=True))
+    changed["websites"] = sorted({*changed["websites"], *changed.pop("extracts")})
     statuses: Counter[str] = Counter()
     pages_analysed = 0
     for status, count, pages in json.loads(by_status or "[]"):
         statuses[status] = count
         pages_analysed += pages
-    return found, _Counts(statuses, extracts, pages_analysed)
+    return _State(
+        changed=changed,
+        statuses=statuses,
+        extracts=extracts,
+        pages_analysed=pages_analysed,
+        queries=[dict(zip(_PROGRESS_FIELDS, row, strict=True)) for row in json.loads(queries or "[]")],
+        report=report,
+        sections=[
+            dict(zip(("position", "title", "status", "findings", "changed", "markdown"), row, strict=True))
+            for row in json.loads(sections or "[]")
+        ],
+    )
 
 
 def _websites(website_ids: list[int]) -> list[dict[str, Any]]:
@@ -321,37 +349,6 @@ def _memory(research_key: Any, item_ids: list[int]) -> dict[str, Any]:
         if row["id"] in changed:
             section["rows"].append(memory_state(row))
     return memory
-
-
-def _sections(
-    research_key: Any, version: int, changed: list[int], with_text: bool
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The section positions of report `version`, and the changed sections (only those with their text); and every
-    section of it with its status, the findings its writer was given and, `with_text`, the written ones' text
-    (for the coverage)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, position, title, status, plan -> 'findings', "
-            "CASE WHEN id = ANY(%s) OR (%s AND status = %s) THEN markdown ELSE '' END "
-            "FROM research_reportsection WHERE research_id = %s AND version = %s ORDER BY position",
-            [changed, with_text, SectionStatus.WRITTEN, research_key, version],
-        )
-        rows = [
-            {
-                "id": pk,
-                "position": position,
-                "title": title,
-                "status": status,
-                "findings": None if findings is None else json.loads(findings),
-                "markdown": markdown,
-            }
-            for pk, position, title, status, findings, markdown in cursor.fetchall()
-        ]
-    wanted = set(changed)
-    return {
-        "order": [row["position"] for row in rows],
-        "rows": [{key: row[key] for key in SECTION_FIELDS} for row in rows if row["id"] in wanted],
-    }, rows
 
 
 def row_digests(delta: dict[str, Any]) -> dict[str, str]:
