@@ -18,11 +18,12 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.db import connections
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from devtools.deltas import DeltaMismatch, apply_delta
-from research.delta import Since, build_delta, consistent_view, state_checksum
+from research.delta import Since, build_delta, consistent_view, read_push, state_checksum
 from research.models import (
     Document,
     Event,
@@ -242,3 +243,33 @@ def test_rows_a_push_would_send_again_unchanged_are_left_out(user) -> None:
     assert touched(second["delta"])["websites"] == [websites[1].pk] and touched(second["delta"])["queries"] == []
     after = apply_delta(apply_delta(None, first["delta"]), second["delta"])
     assert state_checksum(after) == second["checksum"]
+
+
+def test_a_push_of_one_change_costs_the_same_statements_whatever_the_tree(user) -> None:
+    statements = []
+    for size in (1, 8):
+        # given a research of `size` queries with 3 websites each and a report being written, followed by a client
+        research = running_research(user, size, 1)
+        for i in range(size):
+            query = SerpQuery.objects.create(research=research, depth=1, position=i, query=f"q{i}", objective="o")
+            for j in range(3):
+                Website.objects.create(research=research, query=query, position=j, url=f"https://example.com/{i}/{j}")
+        ReportSection.objects.create(research=research, version=1, position=1, title="S1")
+        client = Watcher(research.pk)
+        client.pull()
+        # when one website is analysed and its event recorded
+        website = Website.objects.filter(research=research).order_by("id").first()
+        Website.objects.filter(pk=website.pk).update(status=WebsiteStatus.ANALYZED)
+        Extract.objects.create(research=research, website=website, position=0, fact="f", quote="q")
+        Research.objects.filter(pk=research.pk).update(last_event_seq=1)
+        Event.objects.create(research=research, seq=1, type="analyzed_a_website", data={})
+        with CaptureQueriesContext(connection) as captured:
+            events, delta, _, _ = read_push(research.pk, 0, 500, client.since)
+        # then the push reads that website alone, in as many statements at 8 queries as at 1
+        assert client.quiet, "another test run's open transaction: more rows would count as changed"
+        assert [event["seq"] for event in events] == [1]
+        assert touched(delta)["websites"] == [website.pk] and touched(delta)["queries"] == []
+        statements.append(len(captured.captured_queries))
+    # (the view, the events, the research, one statement for the changed rows and what every push reads, the
+    # changed websites and their extracts, and the commit)
+    assert statements[0] == statements[1] == 8
