@@ -76,6 +76,30 @@ def ask(agent: str = "prompt_analyzer", content: str = "hi") -> llm.LLMResult:
     return llm.complete_json(agent, [{"role": "user", "content": content}], "numbers", SCHEMA)
 
 
+@given(answer=st.dictionaries(st.sampled_from(["choices", "usage", "id", "model"]), json_values, max_size=4))
+@hypothesis_settings(max_examples=300, deadline=None)
+def test_any_answer_a_server_sends_reads_as_a_completion(answer) -> None:
+    # given any JSON object where a chat completion should be, fields missing, null or of the wrong kind
+    completion = llm.Completion.of(answer)
+    # then it reads as text, a finish reason or none, and token counts, never failing
+    assert isinstance(completion.content, str) and isinstance(completion.reasoning, str)
+    assert completion.finish_reason is None or isinstance(completion.finish_reason, str)
+    assert completion.prompt_tokens >= 0 and completion.completion_tokens >= 0
+
+
+def test_a_completion_reads_the_fields_servers_send() -> None:
+    answer = {
+        "choices": [
+            {"message": {"content": '{"n": 1}', "reasoning_content": "Let me think."}, "finish_reason": "length"}
+        ],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
+    }
+    assert llm.Completion.of(answer) == llm.Completion('{"n": 1}', "length", "Let me think.", 12, 5)
+    assert llm.Completion.of({"choices": [{"message": {"content": None, "reasoning": "hm"}}], "usage": None}) == (
+        llm.Completion("", None, "hm", 0, 0)
+    )
+
+
 @pytest.mark.parametrize("habit", ["think", "reasoning_field", "prose"])
 def test_chatty_and_reasoning_models_answer_in_one_call(fakes, fake_llm: FakeLLM, habit: str) -> None:
     setattr(fake_llm, habit, True)

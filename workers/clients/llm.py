@@ -36,7 +36,6 @@ from urllib.parse import urlparse
 import jsonschema
 import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion
 
 from research import budgets
 from research.models import CallOutcome
@@ -174,11 +173,53 @@ def _client() -> openai.OpenAI:
     return client
 
 
-def _post_completion(client: openai.OpenAI, body: dict[str, Any], seconds: float) -> ChatCompletion:
-    """POST /chat/completions through the openai client, as `chat.completions.create` does (the same transport,
-    errors and `ChatCompletion`), without its conversion of the parameters against the SDK's typed dicts: an
-    identity on the plain JSON sent here, and 0.5-1 ms of CPU a call, a call or more per step."""
-    return client.post("/chat/completions", body=body, cast_to=ChatCompletion, options={"timeout": seconds})
+def _post_completion(client: openai.OpenAI, body: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """POST /chat/completions through the openai client, as `chat.completions.create` does (the same transport and
+    errors), without its conversion of the parameters against the SDK's typed dicts (an identity on the plain JSON
+    sent here, and 0.5-1 ms of CPU a call, a call or more per step) and without its `ChatCompletion` model: the
+    answer's JSON as it came (another seventh of the SDK's CPU; `Completion` reads the few fields used). An answer
+    that is not a JSON object is an empty one."""
+    answer = client.post("/chat/completions", body=body, cast_to=object, options={"timeout": seconds})
+    return answer if isinstance(answer, dict) else {}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a chat completion's JSON says that a call uses, read defensively: servers omit fields, send nulls, or
+    put the reasoning in a field of their own."""
+
+    content: str  # the first choice's message ("" where there is none)
+    finish_reason: str | None
+    # A reasoning parser's separate field (vLLM and others: `reasoning_content`; some: `reasoning`): never the
+    # answer, but a sign the model thinks inside its answer's room.
+    reasoning: str
+    prompt_tokens: int
+    completion_tokens: int
+
+    @classmethod
+    def of(cls, answer: dict[str, Any]) -> "Completion":
+        usage = _object(answer.get("usage"))
+        choices = answer.get("choices")
+        choice = _object(choices[0]) if isinstance(choices, list) and choices else {}
+        message = _object(choice.get("message"))
+        content = message.get("content")
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        finish_reason = choice.get("finish_reason")
+        return cls(
+            content=content if isinstance(content, str) else "",
+            finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+            reasoning=reasoning if isinstance(reasoning, str) else "",
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
+        )
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -231,8 +272,8 @@ def _create(
     schema: dict[str, Any],
     expires_at: float,
     answer: int,
-) -> tuple[Any, int, float]:
-    """One chat-completions call with transient-error retries, all ended by `expires_at`: the openai response,
+) -> tuple[dict[str, Any], int, float]:
+    """One chat-completions call with transient-error retries, all ended by `expires_at`: the answer's JSON,
     the characters of the prompt it answered, and the seconds it took.
 
     A request refused for its output format is made again in the next format; one refused for the window is
@@ -368,13 +409,13 @@ def complete_json(
     for attempt in range(attempts):
         response, sent_chars, seconds = _create(requests, build, tail, name, schema, expires_at, answer)
         calls += 1
-        used = (response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0) if response.usage else (0, 0)
-        choice = response.choices[0] if response.choices else None
-        content = (choice.message.content or "") if choice else ""
-        reasoning = has_reasoning(content) or bool(_reasoning_field(choice))
+        completion = Completion.of(response)
+        used = (completion.prompt_tokens, completion.completion_tokens)
+        content = completion.content
+        reasoning = has_reasoning(content) or bool(completion.reasoning)
         model_window.observe_usage(model, sent_chars, used[0])
         model_window.observe_answer(model, seconds, reasoning)
-        cut = choice is not None and choice.finish_reason == "length"
+        cut = completion.finish_reason == "length"
         try:
             data, _repaired = find_json(content)
             errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
@@ -413,12 +454,3 @@ def _after_cut(agent: str, model: str, answer: int, messages: Messages) -> tuple
     if larger > answer:
         return larger, messages
     return answer, [{"role": "user", "content": SHORTER}]
-
-
-def _reasoning_field(choice: Any) -> str:
-    """A reasoning parser's separate field (vLLM and others: `reasoning_content`; some: `reasoning`): never the
-    answer, but a sign the model thinks inside its answer's room."""
-    extra = getattr(choice.message, "model_extra", None) if choice is not None else None
-    if not isinstance(extra, dict):
-        return ""
-    return str(extra.get("reasoning_content") or extra.get("reasoning") or "")
