@@ -289,6 +289,9 @@ class LlmCallAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: LlmCall | None = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: LlmCall | None = None) -> bool:
+        return False  # the research's usage tallies hold its calls' sums: a call goes only with its research
+
 
 @admin.register(ModelCheck)
 class ModelCheckAdmin(admin.ModelAdmin):

@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models import Count, OuterRef, Q, Subquery, Sum
+from django.db.models import OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 
@@ -53,17 +53,19 @@ class ResearchMode(models.TextChoices):
 def call_totals(research: str, prefix: str = "") -> dict[str, Coalesce]:
     """The totals of the model calls of the research that the field `research` of the outer query names, as
     annotations: `prompt_tokens`, `completion_tokens`, `cost_usd` (of the priced calls) and `unpriced_calls` (calls
-    of a model with no known price: while any, its cost is unknown), each behind `prefix`."""
-    calls = LlmCall.objects.filter(research_id=OuterRef(research)).order_by().values("research_id")
+    of a model with no known price: while any, its cost is unknown), each behind `prefix`. Summed over the
+    research's `UsageTally` rows, a few whatever the number of its calls."""
+    tallies = UsageTally.objects.filter(research_id=OuterRef(research)).order_by().values("research_id")
 
-    def total(expression: Any, output: models.Field) -> Coalesce:
-        return Coalesce(Subquery(calls.annotate(total=expression).values("total")[:1]), 0, output_field=output)
+    def total(column: str, output: models.Field) -> Coalesce:
+        summed = tallies.annotate(total=Sum(column)).values("total")[:1]
+        return Coalesce(Subquery(summed), 0, output_field=output)
 
     return {
-        f"{prefix}prompt_tokens": total(Sum("prompt_tokens"), models.BigIntegerField()),
-        f"{prefix}completion_tokens": total(Sum("completion_tokens"), models.BigIntegerField()),
-        f"{prefix}cost_usd": total(Sum("cost_usd"), models.DecimalField(max_digits=14, decimal_places=6)),
-        f"{prefix}unpriced_calls": total(Count("id", filter=Q(cost_usd__isnull=True)), models.IntegerField()),
+        f"{prefix}prompt_tokens": total("prompt_tokens", models.BigIntegerField()),
+        f"{prefix}completion_tokens": total("completion_tokens", models.BigIntegerField()),
+        f"{prefix}cost_usd": total("cost_usd", models.DecimalField(max_digits=16, decimal_places=6)),
+        f"{prefix}unpriced_calls": total("unpriced_calls", models.IntegerField()),
     }
 
 
@@ -101,8 +103,9 @@ class Research(models.Model):
     pending_queries = models.IntegerField(default=0)
     # Quotes the website analyzer gave that were not in the page text, so were not stored.
     quotes_dropped = models.PositiveIntegerField(default=0)
-    # What its model calls spent is not kept here: each call is a row of LlmCall, summed when read
-    # (`Research.objects.with_usage()`, research/usage.py), so that a call's accounting never waits on this row.
+    # What its model calls spent is not kept here: each call is a row of LlmCall, added up by the database into a
+    # few UsageTally rows and summed from those when read (`Research.objects.with_usage()`, research/usage.py), so
+    # that a call's accounting never waits on this row.
     # What the research may spend; null = no limit (defaults and maxima are settings).
     budget_seconds = models.PositiveIntegerField(null=True, blank=True)
     budget_tokens = models.BigIntegerField(null=True, blank=True)
@@ -554,6 +557,32 @@ class LlmCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent} {self.model} {self.outcome}"
+
+
+class UsageTally(models.Model):
+    """What a research's model calls spent, added up as they are recorded: the sum of a research's tallies is the
+    sum of its LlmCall rows, read in a few rows where summing the calls grew with every call (a (5,5) makes 1,300;
+    its budget is read before and after each).
+
+    The database keeps them, with a trigger on each LlmCall insert (migration 0019), whichever code inserts the call;
+    calls are never updated or deleted but with their research. On PostgreSQL a call adds to the shard of the
+    inserting connection (its backend pid modulo 32), so calls from different connections seldom wait on
+    one row, and each waits only for the other's single-statement insert to commit; the embedded mode, with one
+    writer at a time, has one shard."""
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="usage_tallies")
+    shard = models.PositiveSmallIntegerField()
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    # Of the priced calls.
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    unpriced_calls = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["research", "shard"], name="usagetally_research_shard")]
+
+    def __str__(self) -> str:
+        return f"{self.research_id} #{self.shard}"
 
 
 class CollectionDocument(models.Model):

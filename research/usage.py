@@ -2,9 +2,12 @@
 
 A request that failed, timed out or answered with unusable output was still paid for (or may have been), so it
 is recorded like any other. A research's totals are the sums of its calls, read when wanted (the budgets before
-and after each request, the snapshot, the admin): recording a call is an INSERT, which waits on no other row.
-They used to be counters on the research row, and every model call of every worker then queued on that row's
-lock (with the tree's writes) to move them.
+and after each request, the snapshot, the admin). The database adds each call into one of a few UsageTally rows of
+its research as the call is inserted (a trigger), and the totals are summed over those: summing the calls
+themselves grew with every call, three sums over 1,300 calls by the end of a (5,5), before and after each call.
+Recording a call waits on no row but, rarely, its tally shard (another connection's insert, one statement).
+The totals used to be counters on the research row, and every model call of every worker then queued on that
+row's lock (with the tree's writes) to move them.
 """
 
 from collections.abc import Sequence
@@ -14,12 +17,12 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from research import database
-from research.models import LlmCall, Research, call_totals
+from research.models import LlmCall, Research, UsageTally, call_totals
 from research.types import ResearchId
 
 MILLION = Decimal(1_000_000)
@@ -84,14 +87,14 @@ def state_of(research: Research) -> BudgetState:
 
 
 def _spent(alias: str, plus: str = "") -> list[str]:
-    calls = f"FROM {LlmCall._meta.db_table} c WHERE c.research_id = {alias}.id"
+    calls = f"FROM {UsageTally._meta.db_table} c WHERE c.research_id = {alias}.id"
     tokens = f"{alias}.budget_tokens IS NULL"
     return [
-        f"CASE WHEN {unbounded} THEN 0 ELSE (SELECT COALESCE(SUM(c.{column}), 0) {calls}){plus} END"
-        for unbounded, column in (
-            (tokens, "prompt_tokens"),
-            (tokens, "completion_tokens"),
-            (f"{alias}.budget_usd IS NULL", "cost_usd"),
+        f"CASE WHEN {unbounded} THEN 0 ELSE (SELECT COALESCE(SUM(c.{column}), 0){cast} {calls}){plus} END"
+        for unbounded, column, cast in (  # (a sum of bigint is numeric: tokens are read back as integers)
+            (tokens, "prompt_tokens", "::bigint"),
+            (tokens, "completion_tokens", "::bigint"),
+            (f"{alias}.budget_usd IS NULL", "cost_usd", ""),
         )
     ]
 
@@ -115,10 +118,12 @@ class Usage(NamedTuple):
     unpriced_calls: int  # calls of a model with no known price: while any, the research's cost is unknown
 
 
-# The sums of Usage over the calls of the research whose id is the one parameter (or a column, by substitution).
+# The sums of Usage over the calls of the research whose id is the one parameter (or a column, by substitution),
+# read from its tallies.
 _TOTALS = (
-    "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(cost_usd), 0), "
-    f"COUNT(*) FILTER (WHERE cost_usd IS NULL) FROM {LlmCall._meta.db_table} WHERE research_id = "
+    "SELECT COALESCE(SUM(prompt_tokens), 0)::bigint, COALESCE(SUM(completion_tokens), 0)::bigint, "
+    f"COALESCE(SUM(cost_usd), 0), COALESCE(SUM(unpriced_calls), 0)::bigint FROM {UsageTally._meta.db_table} "
+    "WHERE research_id = "
 )
 
 
@@ -130,12 +135,12 @@ def totals(research_id: ResearchId) -> Usage:
             cursor.execute(_TOTALS + "%s", [Research._meta.pk.get_db_prep_value(research_id, connection)])
             prompt, completion, usd, unpriced = cursor.fetchone()
         return Usage(int(prompt), int(completion), Decimal(usd), int(unpriced))
-    calls = LlmCall.objects.filter(research_id=research_id)
-    sums = calls.aggregate(
+    tallies = UsageTally.objects.filter(research_id=research_id)
+    sums = tallies.aggregate(
         prompt=Sum("prompt_tokens", default=0),
         completion=Sum("completion_tokens", default=0),
         usd=Sum("cost_usd", default=Decimal(0)),
-        unpriced=Count("id", filter=Q(cost_usd__isnull=True)),
+        unpriced=Sum("unpriced_calls", default=0),
     )
     return Usage(sums["prompt"], sums["completion"], sums["usd"], sums["unpriced"])
 
@@ -188,9 +193,10 @@ def record_call(
     """Record one request; what the budgets read of the research after it, None if the research is gone."""
     cost = cost_of(model, prompt_tokens, completion_tokens)
     if database.one_statement_writes():
-        # One statement, one commit, no row locked but the call's own: the call is inserted with the owner the
-        # research row gives, and the budgets' columns come back with the sums of the calls before it and this
-        # one (a statement does not see its own insert), so the check after the call reads nothing.
+        # One statement, one commit, no row locked but the call's own and its tally shard: the call is inserted
+        # with the owner the research row gives, and the budgets' columns come back with the sums of the calls
+        # before it and this one (a statement does not see its own insert, nor the tally its trigger adds to), so
+        # the check after the call reads nothing.
         columns = ", ".join(f"research.{column}" for column in _COLUMNS)
         spent = ", ".join(_spent("research", plus=" + %s"))
         with connection.cursor() as cursor:

@@ -86,6 +86,10 @@ def test_research_runs_on_embedded_defaults(tmp_path, internet, research_model) 
         queries = database.execute("select count(*) from research_serpquery where status = 'done'").fetchone()[0]
         reports = database.execute("select count(*) from research_document where kind = 'report'").fetchone()[0]
         assert (queries, reports) == (4, 1)
+        # and SQLite's trigger added every model call into the research's tally
+        spent = "select sum(prompt_tokens), sum(completion_tokens) from "
+        calls = database.execute(spent + "research_llmcall").fetchone()
+        assert calls[0] > 0 and database.execute(spent + "research_usagetally").fetchone() == calls
         last = database.execute("select last_event_seq from research_research").fetchone()[0]
         deadline = time.monotonic() + 20
         while (not seen or seen[-1] < last) and time.monotonic() < deadline:

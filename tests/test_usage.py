@@ -1,5 +1,6 @@
 """Every model request is recorded and priced, whatever came of it: failed, retried and re-asked ones too."""
 
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import psycopg
@@ -9,7 +10,7 @@ from django.db.models import Sum
 
 from devtools.fakes import FakeLLM
 from research import services
-from research.models import CallOutcome, LlmCall, Research
+from research.models import CallOutcome, LlmCall, Research, UsageTally
 from research.usage import Usage, budget_state, cost_of, record_call, totals, usage_of, with_usage
 from tests.support.databases import database_dsn
 from tests.support.factories import running_research, spend
@@ -147,3 +148,31 @@ def test_with_usage_reads_the_research_and_its_totals_as_the_orm_does(user, call
     Research.objects.filter(pk=research.pk).delete()
     with pytest.raises(Research.DoesNotExist):
         with_usage(research.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_calls_from_many_connections_add_up_in_a_few_tallies(user, settings) -> None:
+    # given a research with budgets, so that every call reads the sums back
+    settings.LLM_PRICES = {"m": (1.0, 2.0)}
+    research = Research.objects.create(owner=user, prompt="p", title="t", budget_tokens=10**6, budget_usd=10)
+
+    def calls(worker: int) -> None:
+        try:
+            for i in range(25):
+                model = "unpriced" if i == 0 else "m"
+                record_call(research.pk, "website_analyzer", model, 10 + worker, i, 1, CallOutcome.OK)
+        finally:
+            connection.close()
+
+    # when 8 threads, each on its own database connection, record 25 calls each at once
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(calls, range(8)))
+    # then the totals read from the tallies are the sums over the 200 calls, unpriced ones counted apart
+    rows = LlmCall.objects.filter(research=research)
+    assert rows.count() == 200
+    expected = rows.aggregate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"), usd=Sum("cost_usd"))
+    assert totals(research.pk) == (expected["p"], expected["c"], expected["usd"], 8)
+    assert with_usage(research.pk).prompt_tokens == expected["p"]
+    assert budget_state(research.pk).prompt_tokens == expected["p"]
+    # in one tally row per connection at most, however many calls
+    assert 1 <= UsageTally.objects.filter(research=research).count() <= 8
