@@ -112,9 +112,8 @@ def test_database_seam_postgresql_gives_a_view_its_xmin() -> None:
     assert database.one_statement_writes() and database.supports_xmin() and database.full_text_search()
 
 
-@pytest.mark.django_db
-def test_database_seam_a_whole_row_reads_as_the_orms_instance_in_both_modes(user, monkeypatch) -> None:
-    # given a query with values of every kind its columns hold: JSON lists and objects, a float, dates, a parent
+def queries_of_every_kind(user) -> tuple[Research, SerpQuery, SerpQuery]:
+    """A research with a query and its child, whose columns hold values of every kind."""
     research = Research.objects.create(owner=user, prompt="p", status=ResearchStatus.RUNNING, breadth=1, depth=2)
     parent = SerpQuery.objects.create(research=research, depth=1, position=0, query="q", objective="o")
     child = SerpQuery.objects.create(
@@ -129,6 +128,13 @@ def test_database_seam_a_whole_row_reads_as_the_orms_instance_in_both_modes(user
         score=0.25,
         started_at=timezone.now(),
     )
+    return research, parent, child
+
+
+@pytest.mark.django_db
+def test_database_seam_a_whole_row_reads_as_the_orms_instance_in_both_modes(user, monkeypatch) -> None:
+    # given a query with values of every kind its columns hold: JSON lists and objects, a float, dates, a parent
+    research, parent, child = queries_of_every_kind(user)
     expected = SerpQuery.objects.get(pk=child.pk)
     # when it is read whole, by hand-written SQL and by the embedded mode's ORM read
     raw = database.read_instance(SerpQuery, child.pk)
@@ -146,20 +152,7 @@ def test_database_seam_a_whole_row_reads_as_the_orms_instance_in_both_modes(user
 @pytest.mark.django_db
 def test_database_seam_hand_written_values_read_as_the_orms_values(user) -> None:
     # given queries with values of every kind their columns hold: JSON lists and objects, a float, dates, a parent
-    research = Research.objects.create(owner=user, prompt="p", status=ResearchStatus.RUNNING, breadth=1, depth=2)
-    parent = SerpQuery.objects.create(research=research, depth=1, position=0, query="q", objective="o")
-    SerpQuery.objects.create(
-        research=research,
-        parent=parent,
-        depth=2,
-        position=3,
-        query="Ä q",
-        objective="o",
-        learnings=["a", {"b": 1}],
-        dimensions={"x": 0.5},
-        score=0.25,
-        started_at=timezone.now(),
-    )
+    research, parent, _ = queries_of_every_kind(user)
     fields = [field.attname for field in SerpQuery._meta.concrete_fields]
     # when they are read by a hand-written condition
     key = Research._meta.pk.get_db_prep_value(research.pk, connection)
