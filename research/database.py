@@ -104,7 +104,13 @@ def read_instance(model: type[M], pk: Any) -> M | None:
     return None if row is None else instance_from_row(model, row)
 
 
-def read_values(model: type[Model], fields: Sequence[str], where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+def read_values(
+    model: type[Model],
+    fields: Sequence[str],
+    where: str,
+    params: Sequence[Any] | Mapping[str, Any],
+    extra: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """The rows of `model` that `where` (a condition, then any ORDER BY or LIMIT) selects, as `.values(*fields)`
     returns them: a dict of each row by field name (a foreign key by its attname, `query_id`), each value converted
     by the converters the ORM applies to that column. For reads that run for every push, where the ORM would build
@@ -113,7 +119,8 @@ def read_values(model: type[Model], fields: Sequence[str], where: str, params: S
     The same code in both, with the converters the ORM uses for each column. PostgreSQL: jsonb, which Django's
     psycopg setup loads as text, is decoded as the JSON field decodes it. Embedded mode: the datetimes and decimals
     the sqlite3 driver returns as text and floats become what the ORM makes of them. `where` is the caller's to keep
-    portable.
+    portable. `extra`: more values by name, each the SQL expression that computes it, returned as the driver reads
+    them.
     """
     table = model._meta.db_table
     columns = [cast("Field[Any, Any]", model._meta.get_field(name)) for name in fields]
@@ -121,14 +128,16 @@ def read_values(model: type[Model], fields: Sequence[str], where: str, params: S
     for field in columns:
         column = field.get_col(table)
         converters.append((column, [*connection.ops.get_db_converters(column), *field.get_db_converters(connection)]))
-    sql = f"SELECT {', '.join(f'{field.column}' for field in columns)} FROM {table} WHERE {where}"
+    extra = extra or {}
+    selected = [f"{field.column}" for field in columns] + list(extra.values())
+    sql = f"SELECT {', '.join(selected)} FROM {table} WHERE {where}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     values = []
     for row in rows:
-        item = {}
-        for name, (column, convert), value in zip(fields, converters, row, strict=True):
+        item = dict(zip(extra, row[len(fields) :], strict=True))
+        for name, (column, convert), value in zip(fields, converters, row[: len(fields)], strict=True):
             for converter in convert:
                 value = converter(value, column, connection)
             item[name] = value

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,30 +303,29 @@ def _read_state(research_key: Any, xmin: int, report_version: int) -> _State:
 
 def _websites(website_ids: list[int]) -> list[dict[str, Any]]:
     """For each query with a changed website: the order of all its websites and the changed ones, whole with their
-    extracts."""
+    extracts (read with them, as JSON)."""
     changed = set(website_ids)
     rows = database.read_values(
         Website,
         WEBSITE_FIELDS,
-        "query_id IN (SELECT query_id FROM research_website WHERE id = ANY(%s)) ORDER BY query_id, position",
-        [website_ids],
+        "query_id IN (SELECT query_id FROM research_website WHERE id = ANY(%(changed)s)) ORDER BY query_id, position",
+        {"changed": website_ids},
+        extra={"extracts": _EXTRACTS},
     )
-    extracts: dict[int, list[dict[str, str]]] = defaultdict(list)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT website_id, fact, quote FROM research_extract WHERE website_id = ANY(%s) "
-            "ORDER BY website_id, position",
-            [website_ids],
-        )
-        for website_id, fact, quote in cursor.fetchall():
-            extracts[website_id].append({"fact": fact, "quote": quote})
     groups: dict[int, dict[str, Any]] = {}
     for row in rows:
         group = groups.setdefault(row["query_id"], {"query_id": row["query_id"], "order": [], "rows": []})
         group["order"].append(row["id"])
         if row["id"] in changed:
-            group["rows"].append(website_state(row, extracts.get(row["id"], [])))
+            group["rows"].append(website_state(row, json.loads(row["extracts"] or "[]")))
     return list(groups.values())
+
+
+# A changed website's extracts, in order, as a JSON list of {"fact", "quote"} (NULL for the others).
+_EXTRACTS = (
+    "CASE WHEN id = ANY(%(changed)s) THEN (SELECT json_agg(json_build_object('fact', e.fact, 'quote', e.quote) "
+    "ORDER BY e.position)::text FROM research_extract e WHERE e.website_id = research_website.id) END"
+)
 
 
 def _memory(research_key: Any, item_ids: list[int]) -> dict[str, Any]:

@@ -271,5 +271,5 @@ def test_a_push_of_one_change_costs_the_same_statements_whatever_the_tree(user) 
         assert touched(delta)["websites"] == [website.pk] and touched(delta)["queries"] == []
         statements.append(len(captured.captured_queries))
     # (the view, the events, the research, one statement for the changed rows and what every push reads, the
-    # changed websites and their extracts, and the commit)
-    assert statements[0] == statements[1] == 8
+    # changed website's query's websites with its extracts, and the commit)
+    assert statements[0] == statements[1] == 7
