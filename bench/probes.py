@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -20,6 +21,33 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def busy_share(seconds: float = 1.0) -> float:
+    """The share of this machine's CPU time (every core) spent on anything but idling and waiting for I/O over
+    the next `seconds` (/proc/stat)."""
+
+    def read() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            values = [int(field) for field in stat.readline().split()[1:]]
+        idle = values[3] + values[4]  # idle, iowait
+        return sum(values) - idle, sum(values)
+
+    busy_before, total_before = read()
+    time.sleep(seconds)
+    busy_after, total_after = read()
+    return (busy_after - busy_before) / max(1, total_after - total_before)
+
+
+def wait_until_quiet(below: float = 0.2, max_wait: float = 60.0) -> tuple[float, float]:
+    """Wait until the machine's CPU is busy less than `below` of its time over a second (what the parts before
+    left running: a pool's workers shutting down, PostgreSQL's autovacuum after their writes), at most
+    `max_wait` seconds; (seconds waited, the last busy share)."""
+    began = time.monotonic()
+    share = busy_share()
+    while share >= below and time.monotonic() - began < max_wait:
+        share = busy_share()
+    return time.monotonic() - began, share
 
 
 class CpuMeter:

@@ -812,11 +812,24 @@ class Bench:
         self.sections.append(section)
 
     def snapshots(self, owner: Any) -> None:
+        from bench.probes import wait_until_quiet
         from bench.snapshots import build_tree, measure_delta, measure_snapshot
 
         section = Section("Snapshots and deltas (research/snapshot.py build_snapshot, research/delta.py read_push)")
-        small = measure_snapshot("built (2,2) × 7", build_tree(owner, 2, 2))
-        big_id = build_tree(owner, 5, 5)
+        small_id, big_id = build_tree(owner, 2, 2), build_tree(owner, 5, 5)
+        # One read at a time, timed by the clock: anything the parts before left running (a pool's workers winding
+        # down, PostgreSQL's autovacuum after their writes) would be in these figures; the row says what was waited.
+        waited, share = wait_until_quiet()
+        self.say(f"snapshots: waited {waited:.0f} s for a quiet machine (CPU {share:.0%} busy)")
+        section.rows.append(
+            Row(
+                "before measuring",
+                f"waited {waited:.0f} s",
+                f"until this machine's CPU was busy less than 20 % of a second, at most 60 s: {share:.0%} busy",
+                load=load(),
+            )
+        )
+        small = measure_snapshot("built (2,2) × 7", small_id)
         big = measure_snapshot("built (5,5) × 7", big_id)
         figures = [small, big]
         if self.real_5x5:
