@@ -23,38 +23,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def machine_gauge(repeat: int = 5) -> float:
-    """Milliseconds of this thread's CPU time for a fixed piece of work like a step's (JSON both ways, regular
-    expressions, an HTML page parsed and walked), the best of `repeat`: the same code's CPU per task moved 1.8-fold
-    with this machine's state within a day, and the figures in CPU time are read against this one."""
-    import json
-    import re
-
-    import lxml.html
-
-    rows = [
-        {"id": n, "url": f"https://example.org/{n}", "title": f"Page {n} " * 4, "facts": ["a fact"] * 6}
-        for n in range(300)
-    ]
-    page = (
-        "<html><body>"
-        + "".join(f"<div class='c{n}'><p>Paragraph {n} of the page.</p></div>" for n in range(400))
-        + "</body></html>"
-    )
-    words = re.compile(r"\b\w{4,}\b")
-    best = float("inf")
-    for _ in range(repeat):
-        began = time.thread_time()
-        for _ in range(3):
-            text = json.dumps(rows)
-            json.loads(text)
-            words.findall(text)
-            tree = lxml.html.fromstring(page)
-            sum(len(element.text or "") for element in tree.iter())
-        best = min(best, time.thread_time() - began)
-    return best * 1000
-
-
 def busy_share(seconds: float = 1.0) -> float:
     """The share of this machine's CPU time (every core) spent on anything but idling and waiting for I/O over
     the next `seconds` (/proc/stat)."""

@@ -365,11 +365,9 @@ class Bench:
         self.sections.append(section)
 
     def overhead(self, stack: Any, owner: Any, pool: Any) -> None:
-        from bench.probes import RunMeter, machine_gauge
+        from bench.probes import RunMeter
 
         stack.fakes.prepare(ZERO)
-        gauge = machine_gauge()
-        self.record("machine gauge", {"ms": gauge, "load": load()})
         observed = []
         for rep in range(self.args.overhead_reps):
             with RunMeter(stack, [p.pid for p in pool.processes]) as meter:
@@ -429,16 +427,6 @@ class Bench:
                     "≤ 12 ms",
                     total_ms <= 12,
                     loads,
-                ),
-            ),
-            self.target(
-                "cpu",
-                Row(
-                    "machine gauge",
-                    f"{gauge:.1f} ms",
-                    "this runner's CPU time for a fixed piece of work like a step's, the best of 5, before the runs "
-                    "(bench/probes.py machine_gauge): the figures in CPU time move with it",
-                    load=loads,
                 ),
             ),
             self.target(
