@@ -498,8 +498,10 @@ _EXTRACTED_BLOCKS = frozenset({"p", "head", "list", "item", "table", "row", "quo
 def _block_lines(raw: str) -> list[str]:
     """A block's text as lines: spaces collapsed, table cells " | " apart without a cell mark at either end."""
     lines = []
-    for line in _SPACES.sub(" ", raw).split(_BR):
-        line = _CELL_RUN.sub(" | ", line).strip()
+    # (str.split() splits on exactly the characters \s matches; the ends it drops are stripped below anyway.)
+    for line in " ".join(raw.split()).split(_BR):
+        # (Only a table row holds a cell mark; the expression tried every position of every other line.)
+        line = (_CELL_RUN.sub(" | ", line) if _CELL in line else line).strip()
         if line.startswith("| "):
             line = line[2:]
         if line.endswith(" |"):
