@@ -1,5 +1,6 @@
 """Scraping: fetch a website's page once per research, then hand every website with that URL to analysis."""
 
+import json
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -11,11 +12,21 @@ from django.db import connection, transaction
 from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
-from research import database, dispatch
+from research import database, dispatch, push
 from research.collection import fetch_link
 from research.dispatch import QUEUED
 from research.events import record_event
-from research.models import EventType, Page, PageStatus, Research, SerpQuery, Website, WebsiteStatus
+from research.models import (
+    Event,
+    EventType,
+    Page,
+    PageStatus,
+    Research,
+    ResearchStatus,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
 from research.types import ResearchId
 from research.usage import BudgetState
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
@@ -118,9 +129,13 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str, kee
     """Link the website to its research's page for the URL; the page if this step (`owner`, its task's claim
     owner) must fetch it, else None (the website handed to analysis where the page is stored, not queued if it is
     `keep`)."""
+    fetcher = (owner + worker_name())[:200]
+    if database.one_statement_writes():
+        page = _claim_new_page(research_id, website, fetcher)
+        if page is not None:
+            return page
     with tree_transaction(research_id):
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
-        fetcher = (owner + worker_name())[:200]
         page, created = _lock_page(research_id, website.url, fetcher)
         leased_by_insert = created and page.claimed_at is not None
         if not _claim_website(website.pk, page.pk):
@@ -150,6 +165,67 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str, kee
             Page.objects.filter(pk=page.pk).update(claimed_at=timezone.now(), claimed_by=fetcher)
         record_event(research_id, EventType.SCRAPING, {"website_id": website.pk, "url": website.url})
     return page
+
+
+def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: str) -> Page | None:
+    """The usual claim in one statement (PostgreSQL): a URL none of the research's websites had, and a website still
+    waiting for its fetch, in a research still writing its tree. The page is inserted leased to `fetcher`, the
+    website claimed and linked to it, and its event recorded, where the transaction of `_claim_page` took five round
+    trips (its BEGIN and COMMIT, the insert, the claim, the events with the research's state). None where any of
+    that does not hold (the URL's page exists, the website was taken or stopped, the research is over or gone):
+    nothing was written, and the full claim decides.
+
+    Its locks are taken in this order: the research row shared (FOR KEY SHARE, as every tree transaction's end
+    takes it, which only an ending waits for), the website, then the page's insert. A page's other users lock the
+    page first and then its websites, never a website not yet linked to it as this one is, and the only wait here
+    (on another insert of the same URL) is for a transaction that holds no lock of this one's."""
+    now = timezone.now()
+    key = Research._meta.pk.get_db_prep_value(research_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH research AS (SELECT id FROM {Research._meta.db_table} WHERE id = %(research)s "
+            "AND status IN (%(running)s, %(reporting)s) AND stop_reason = '' FOR KEY SHARE), "
+            f"website AS (SELECT w.id FROM {Website._meta.db_table} w, research WHERE w.id = %(website)s "
+            "AND w.status IN (%(pending)s, %(scraping)s) FOR UPDATE OF w), "
+            f"page AS (INSERT INTO {Page._meta.db_table} (research_id, url, final_url, status, title, text, "
+            "content_type, bytes_read, failure_reason, error, claimed_by, claimed_at, created_at) "
+            "SELECT %(research)s, %(url)s, '', %(fetching)s, '', '', '', 0, '', '', %(fetcher)s, %(now)s, %(now)s "
+            "FROM website ON CONFLICT (research_id, url) DO NOTHING RETURNING id), "
+            f"claimed AS (UPDATE {Website._meta.db_table} SET status = %(scraping)s, page_id = page.id, "
+            f"claimed_at = %(now)s, claimed_by = %(worker)s FROM page WHERE {Website._meta.db_table}.id = %(website)s "
+            "RETURNING page.id), "
+            f"event AS (INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
+            "SELECT %(research)s, NULL, %(event)s, %(data)s::jsonb, %(now)s FROM claimed) "
+            "SELECT id FROM claimed",
+            {
+                "research": key,
+                "running": ResearchStatus.RUNNING,
+                "reporting": ResearchStatus.REPORTING,
+                "website": website.pk,
+                "pending": WebsiteStatus.PENDING,
+                "scraping": WebsiteStatus.SCRAPING,
+                "url": website.url,
+                "fetching": PageStatus.FETCHING,
+                "fetcher": fetcher,
+                "now": now,
+                "worker": worker_name(),
+                "event": EventType.SCRAPING,
+                "data": json.dumps({"website_id": website.pk, "url": website.url}),
+            },
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    heartbeat.took_up()  # the claim replaced the task's reservation
+    push.push_on_commit(research_id)  # committed already: pushed now
+    return Page(
+        pk=row[0],
+        research_id=research_id,
+        url=website.url,
+        status=PageStatus.FETCHING,
+        claimed_at=now,
+        claimed_by=fetcher,
+    )
 
 
 def _lock_page(research_id: ResearchId, url: str, fetcher: str) -> tuple[Page, bool]:
