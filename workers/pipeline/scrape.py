@@ -178,7 +178,7 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
     Its locks are taken in this order: the research row shared (FOR KEY SHARE, as every tree transaction's end
     takes it, which only an ending waits for), the website, then the page's insert. A page's other users lock the
     page first and then its websites, never a website not yet linked to it as this one is, and the only wait here
-    (on another insert of the same URL) is for a transaction that holds no lock of this one's."""
+    (on another insert of the same URL) is for a transaction that waits on no lock of this one's."""
     now = timezone.now()
     key = Research._meta.pk.get_db_prep_value(research_id, connection)
     with connection.cursor() as cursor:
