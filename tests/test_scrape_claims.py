@@ -5,7 +5,7 @@ the next website of its URL."""
 import threading
 
 import pytest
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 
 from research.models import (
@@ -111,8 +111,7 @@ def test_websites_of_one_url_claimed_at_once_share_one_page_and_one_fetch(runnin
         except (DatabaseError, ResearchStopped, threading.BrokenBarrierError) as exc:  # a deadlock, a lock timeout
             errors.append(exc)
         finally:
-            close_old_connections()
-            connection.close()
+            connection.close()  # this thread's own
 
     threads = [threading.Thread(target=claim, args=(site,)) for site in sites]
     for thread in threads:

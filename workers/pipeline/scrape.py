@@ -22,7 +22,6 @@ from research.models import (
     Page,
     PageStatus,
     Research,
-    ResearchStatus,
     SerpQuery,
     Website,
     WebsiteStatus,
@@ -37,7 +36,7 @@ from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
 from workers.pipeline.locks import claim_owner, worker_name
 from workers.pipeline.progress import FailedWebsite
-from workers.pipeline.tree_writes import tree_transaction
+from workers.pipeline.tree_writes import WRITABLE, tree_transaction
 
 log = logging.getLogger(__name__)
 
@@ -184,13 +183,11 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH research AS (SELECT id FROM {Research._meta.db_table} WHERE id = %(research)s "
-            "AND status IN (%(running)s, %(reporting)s) AND stop_reason = '' FOR KEY SHARE), "
+            "AND status = ANY(%(writable)s) AND stop_reason = '' FOR KEY SHARE), "
             f"website AS (SELECT w.id FROM {Website._meta.db_table} w, research WHERE w.id = %(website)s "
             "AND w.status IN (%(pending)s, %(scraping)s) FOR UPDATE OF w), "
-            f"page AS (INSERT INTO {Page._meta.db_table} (research_id, url, final_url, status, title, text, "
-            "content_type, bytes_read, failure_reason, error, claimed_by, claimed_at, created_at) "
-            "SELECT %(research)s, %(url)s, '', %(fetching)s, '', '', '', 0, '', '', %(fetcher)s, %(now)s, %(now)s "
-            "FROM website ON CONFLICT (research_id, url) DO NOTHING RETURNING id), "
+            f"page AS ({_INSERT_LEASED_PAGE} SELECT {_LEASED_PAGE_VALUES} FROM website "
+            "ON CONFLICT (research_id, url) DO NOTHING RETURNING id), "
             f"claimed AS (UPDATE {Website._meta.db_table} SET status = %(scraping)s, page_id = page.id, "
             f"claimed_at = %(now)s, claimed_by = %(worker)s FROM page WHERE {Website._meta.db_table}.id = %(website)s "
             "RETURNING page.id), "
@@ -199,8 +196,7 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
             "SELECT id FROM claimed",
             {
                 "research": key,
-                "running": ResearchStatus.RUNNING,
-                "reporting": ResearchStatus.REPORTING,
+                "writable": sorted(WRITABLE),
                 "website": website.pk,
                 "pending": WebsiteStatus.PENDING,
                 "scraping": WebsiteStatus.SCRAPING,
@@ -218,14 +214,20 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
         return None
     heartbeat.took_up()  # the claim replaced the task's reservation
     push.push_on_commit(research_id)  # committed already: pushed now
-    return Page(
-        pk=row[0],
-        research_id=research_id,
-        url=website.url,
-        status=PageStatus.FETCHING,
-        claimed_at=now,
-        claimed_by=fetcher,
-    )
+    return _leased_page(row[0], research_id, website.url, fetcher, now)
+
+
+# A page inserted for its first website, leased to that website's fetch by the insert itself.
+_INSERT_LEASED_PAGE = (
+    f"INSERT INTO {Page._meta.db_table} (research_id, url, final_url, status, title, text, content_type, bytes_read, "
+    "failure_reason, error, claimed_by, claimed_at, created_at)"
+)
+_LEASED_PAGE_VALUES = "%(research)s, %(url)s, '', %(fetching)s, '', '', '', 0, '', '', %(fetcher)s, %(now)s, %(now)s"
+
+
+def _leased_page(pk: int, research_id: ResearchId, url: str, fetcher: str, now: datetime) -> Page:
+    """The page such an insert wrote, as an instance, without reading it back."""
+    return Page(pk=pk, research_id=research_id, url=url, status=PageStatus.FETCHING, claimed_at=now, claimed_by=fetcher)
 
 
 def _lock_page(research_id: ResearchId, url: str, fetcher: str) -> tuple[Page, bool]:
@@ -237,30 +239,19 @@ def _lock_page(research_id: ResearchId, url: str, fetcher: str) -> tuple[Page, b
         now = timezone.now()
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {Page._meta.db_table} (research_id, url, final_url, status, title, text, content_type, "
-                "bytes_read, failure_reason, error, claimed_by, claimed_at, created_at) "
-                "VALUES (%s, %s, '', %s, '', '', '', 0, '', '', %s, %s, %s) "
+                f"{_INSERT_LEASED_PAGE} VALUES ({_LEASED_PAGE_VALUES}) "
                 "ON CONFLICT (research_id, url) DO NOTHING RETURNING id",
-                [
-                    Research._meta.pk.get_db_prep_value(research_id, connection),
-                    url,
-                    PageStatus.FETCHING,
-                    fetcher,
-                    now,
-                    now,
-                ],
+                {
+                    "research": Research._meta.pk.get_db_prep_value(research_id, connection),
+                    "url": url,
+                    "fetching": PageStatus.FETCHING,
+                    "fetcher": fetcher,
+                    "now": now,
+                },
             )
             row = cursor.fetchone()
         if row is not None:
-            page = Page(
-                pk=row[0],
-                research_id=research_id,
-                url=url,
-                status=PageStatus.FETCHING,
-                claimed_at=now,
-                claimed_by=fetcher,
-            )
-            return page, True
+            return _leased_page(row[0], research_id, url, fetcher, now), True
     return (
         Page.objects.select_for_update()
         .only("status", "claimed_at", "claimed_by", "title", "http_status", "content_type", "failure_reason", "error")
