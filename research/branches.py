@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from research import dispatch, transitions
+from research import database, dispatch, transitions
 from research.dispatch import QUEUED
 from research.events import record_event
 from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES
@@ -119,7 +119,7 @@ def _count_off(research_id: ResearchId, count: int) -> bool:
     """Count `count` nodes off the running research (its row locked last); at zero, hand on the report."""
     table = Research._meta.db_table
     pk = Research._meta.pk.get_db_prep_value(research_id, connection)
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET pending_queries = pending_queries - %s WHERE id = %s AND status = %s "
             "RETURNING pending_queries",

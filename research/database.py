@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Field, Model
 
 M = TypeVar("M", bound=Model)
@@ -39,6 +40,47 @@ def one_statement_writes() -> bool:
     return _postgresql()
 
 
+def prepared_cursor() -> Any:
+    """A cursor for the hand-written statements of the hot paths (use it as `connection.cursor()` is used).
+
+    PostgreSQL, with prepared statements on (DB_PREPARED_STATEMENTS, the default): a cursor that binds its
+    parameters on the server, so that psycopg prepares a statement the second time a connection runs it and
+    PostgreSQL parses and plans it once per connection, not on every call. Those statements are a fixed text for
+    each call site, run thousands of times a research; preparing them took about 30 % off PostgreSQL's CPU per step
+    (docs/performance.md, Finding 21). The ORM keeps Django's client-side binding, where psycopg prepares nothing,
+    since not every statement the ORM writes can be prepared. A text of several commands, or a SET, needs the
+    plain `connection.cursor()` (the simple query protocol). Prepared statements off (for a pooler in transaction
+    mode that cannot keep them, PgBouncer before 1.21): the plain cursor. Embedded mode: the plain cursor; the
+    sqlite3 driver keeps its own cache of recent statements.
+    """
+    if not _postgresql() or connection.settings_dict["OPTIONS"].get("prepare_threshold") is None:
+        return connection.cursor()
+    from django.db.backends.postgresql.base import ServerBindingCursor  # defined with psycopg 3 only
+
+    # What `connection.cursor()` does before it makes its cursor: the health check, the connection, the thread.
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        raw: Any = ServerBindingCursor(connection.connection)  # type: ignore[call-arg]  # psycopg's Cursor(conn)
+    return (_LoggedCursor if connection.queries_logged else CursorWrapper)(raw, connection)
+
+
+class _LoggedCursor(CursorDebugWrapper):
+    """Django's logging cursor (DEBUG, or a test capturing statements) around a prepared cursor: psycopg keeps no
+    text of a prepared statement's run for the log to read back, so each statement is logged with its parameters
+    composed in before it runs, as Django's own cursors log it."""
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        database: Any = self.db  # PostgreSQL's: its operations compose, its driver module raises
+        try:
+            logged = database.ops.compose_sql(sql, params) if params is not None else sql
+        except database.Database.DataError:  # what the driver could not compose is logged as written
+            logged = sql
+        with self.debug_sql(logged, params):
+            return CursorWrapper.execute(self, sql, params)
+
+
 def read_row(
     model: type[Model],
     pk: Any,
@@ -56,7 +98,7 @@ def read_row(
     computes); called only there, since building ORM expressions for every step was a few per cent of its CPU.
     """
     if _postgresql():
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
             return cursor.fetchone()
     rows = model._default_manager.filter(pk=pk).order_by()
@@ -95,7 +137,7 @@ def read_instance(model: type[M], pk: Any) -> M | None:
     """
     if not _postgresql():
         return model._default_manager.filter(pk=pk).order_by().first()
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT {instance_columns(model, 't')} FROM {model._meta.db_table} t WHERE t.{model._meta.pk.column} = %s",
             [model._meta.pk.get_db_prep_value(pk, connection)],
@@ -131,7 +173,7 @@ def read_values(
     extra = extra or {}
     selected = [f"{field.column}" for field in columns] + list(extra.values())
     sql = f"SELECT {', '.join(selected)} FROM {table} WHERE {where}"
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     values = []
@@ -166,7 +208,7 @@ def lock_row(model: type[Model], pk: Any, exclusive: bool = False) -> None:
     """
     if _postgresql():
         strength = "UPDATE" if exclusive else "NO KEY UPDATE"
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(
                 f"SELECT 1 FROM {model._meta.db_table} WHERE {model._meta.pk.column} = %s FOR {strength}",
                 [model._meta.pk.get_db_prep_value(pk, connection)],
@@ -191,7 +233,7 @@ def lock_key(key: str) -> None:
     """
     if _postgresql():
         number = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [number])
 
 

@@ -205,7 +205,7 @@ def _changes(research_id: ResearchId, base: int, xmin: int) -> dict[str, Any]:
 
 
 def _analysed_urls(research_key: Any) -> list[str]:
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             "SELECT DISTINCT url FROM research_website WHERE research_id = %s AND status = %s",
             [research_key, WebsiteStatus.ANALYZED],
@@ -277,7 +277,7 @@ def _read_state(research_key: Any, xmin: int, report_version: int) -> _State:
         "version": report_version,
         "written": SectionStatus.WRITTEN,
     }
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(_STATE, params)
         *ids, by_status, extracts, queries, report, sections = cursor.fetchone()
     changed = dict(zip(_PROBES, ids, strict=True))
@@ -332,7 +332,7 @@ def _memory(research_key: Any, item_ids: list[int]) -> dict[str, Any]:
     """For each memory section with a changed item (new, or closed): the order of its open items and the changed
     open ones."""
     changed = set(item_ids)
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute("SELECT DISTINCT kind FROM research_memoryitem WHERE id = ANY(%s)", [item_ids])
         kinds = [kind for (kind,) in cursor.fetchall()]
     # Every section with a changed item is sent, even one whose items are all closed now.

@@ -19,6 +19,7 @@ from celery import Task
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
+from research import database
 from research.models import QueryStatus, Research, ResearchMode, SerpQuery, Website, WebsiteStatus
 from research.types import ResearchId
 from researchsite.celery import app
@@ -246,7 +247,7 @@ def waiting_steps(research_id: ResearchId) -> int:
     """The research's searches, scrapes and analyses handed on and not yet taken up by a worker."""
     # One statement (one round trip, one commit): this runs before every batch of steps a step publishes.
     waiting = ", ".join(["%s"] * len(WAITING))
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT (SELECT count(*) FROM {SerpQuery._meta.db_table} WHERE research_id = %s AND status = %s "
             f"AND claimed_by IN ({waiting})) + (SELECT count(*) FROM {Website._meta.db_table} WHERE research_id = %s "

@@ -51,7 +51,7 @@ def _take_seqs(research_id: ResearchId, count: int) -> int:
     """Embedded mode: hand out the research's next `count` seqs; the last one."""
     # The UPDATE holds the research row until commit, so concurrent recorders queue up here and each gets the next
     # numbers; a rolled-back transaction rolls its numbers back too, so seqs have no gaps.
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {Research._meta.db_table} SET last_event_seq = last_event_seq + %s WHERE id = %s "
             "RETURNING last_event_seq",
@@ -70,7 +70,7 @@ def insert_events(research_id: ResearchId, recorded: list[tuple[str, dict[str, A
     if database.one_statement_writes():
         # Hand-written: the ORM's bulk insert compiled its statement anew for each of a report's hundreds of
         # sections.
-        with connection.cursor() as cursor:
+        with database.prepared_cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
                 "SELECT %s, NULL, event.value->>0, event.value->1, %s "

@@ -27,7 +27,7 @@ def number(research_id: ResearchId, inserted: bool = False, lock_timeout_ms: int
     research, events = Research._meta.db_table, Event._meta.db_table
     if inserted:
         return _number(research_id, pk)
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         # Most pushes find nothing left to number (a recorder numbered it): no lock then, no row written.
         cursor.execute(
             f"SELECT last_event_seq, EXISTS (SELECT 1 FROM {events} WHERE research_id = %s AND seq IS NULL) "
@@ -44,7 +44,7 @@ def number(research_id: ResearchId, inserted: bool = False, lock_timeout_ms: int
 
 def _number(research_id: ResearchId, pk: Any) -> int:
     research, events = Research._meta.db_table, Event._meta.db_table
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), database.prepared_cursor() as cursor:
         # First the row, in a statement of its own, so that the numbering's statement, which starts after the lock
         # is granted, sees every event the numberings before it numbered.
         cursor.execute(f"SELECT last_event_seq FROM {research} WHERE id = %s FOR NO KEY UPDATE", [pk])

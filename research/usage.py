@@ -131,7 +131,7 @@ def totals(research_id: ResearchId) -> Usage:
     """What a research's model calls spent, summed from them."""
     if database.one_statement_writes():
         # Read before every report section: one statement without the ORM's aggregate machinery.
-        with connection.cursor() as cursor:
+        with database.prepared_cursor() as cursor:
             cursor.execute(_TOTALS + "%s", [Research._meta.pk.get_db_prep_value(research_id, connection)])
             prompt, completion, usd, unpriced = cursor.fetchone()
         return Usage(int(prompt), int(completion), Decimal(usd), int(unpriced))
@@ -161,7 +161,7 @@ def research_with(research_id: ResearchId, names: Sequence[str], select: str, jo
     """PostgreSQL: the research as the ORM's instance, with the values `select` lists (the research joined as `r`,
     `join` after it) set as its attributes `names`, in one hand-written read; None if there is no such research."""
     fields = Research._meta.concrete_fields
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT {database.instance_columns(Research, 'r')}, {select} FROM {Research._meta.db_table} r {join} "
             "WHERE r.id = %s",
@@ -199,7 +199,7 @@ def record_call(
         # the check after the call reads nothing.
         columns = ", ".join(f"research.{column}" for column in _COLUMNS)
         spent = ", ".join(_spent("research", plus=" + %s"))
-        with connection.cursor() as cursor:
+        with database.prepared_cursor() as cursor:
             cursor.execute(
                 f"WITH research AS (SELECT * FROM {Research._meta.db_table} WHERE id = %s), "
                 f"call AS (INSERT INTO {LlmCall._meta.db_table} (research_id, user_id, agent, model, prompt_tokens, "

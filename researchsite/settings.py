@@ -99,6 +99,9 @@ if DATABASES["default"]["ENGINE"] not in ("django.db.backends.postgresql", "djan
 # query, or a row held by a stuck transaction, raises OperationalError, which tasks retry like any database hiccup.
 DB_STATEMENT_TIMEOUT = env_int("DB_STATEMENT_TIMEOUT", 30, minimum=0)
 DB_LOCK_TIMEOUT = env_int("DB_LOCK_TIMEOUT", 10, minimum=0)
+# The hot paths' hand-written statements are prepared on each connection (research/database.py prepared_cursor).
+# Off for a pooler in transaction mode that cannot keep prepared statements (PgBouncer before 1.21).
+DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
 if DB_STATEMENT_TIMEOUT and DB_LOCK_TIMEOUT >= DB_STATEMENT_TIMEOUT:
     raise ImproperlyConfigured("DB_LOCK_TIMEOUT must be below DB_STATEMENT_TIMEOUT, which would end the wait first")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
@@ -111,6 +114,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     if _server_options:
         _given = DATABASES["default"]["OPTIONS"].get("options", "")  # ?options=... in DATABASE_URL
         DATABASES["default"]["OPTIONS"]["options"] = f"{_given} {_server_options}".strip()
+    # psycopg prepares a statement the second time a connection runs it; Django's default cursors, which bind
+    # parameters on the client, never prepare, so only the cursors of prepared_cursor() do.
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 1 if DB_PREPARED_STATEMENTS else None
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Embedded mode (make demo without PostgreSQL): WAL lets readers run beside the one writer, and IMMEDIATE
     # transactions take the write lock up front, so concurrent workers queue instead of failing mid-transaction.

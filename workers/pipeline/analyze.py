@@ -4,7 +4,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from research import database
@@ -113,7 +113,7 @@ def _claim(website_id: int, page_id: int, owner: str) -> str | None:
         return Page.objects.filter(pk=page_id).values_list("text", flat=True).first() or ""
     # The claim returns the page text: no statement (and no commit) of its own to read it.
     condition, params = claimable_sql(owner)
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {Website._meta.db_table} SET claimed_at = %s, claimed_by = %s "
             f"WHERE id = %s AND status = %s AND {condition} "
@@ -142,7 +142,7 @@ def _store_analysis(
         )
         return progress.decrement_pending_websites(query_id)
     # One statement for the three, in the lock order (the website, then its query).
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"WITH website AS (UPDATE {Website._meta.db_table} SET status = %s, finished_at = %s "
             "WHERE id = %s AND status = %s RETURNING id, research_id, query_id), "

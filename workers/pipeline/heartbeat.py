@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, connections
 from django.utils import timezone
 
+from research import database
 from research.dispatch import QUEUED, WAITING
 from research.models import LeasedRow, StepRow
 
@@ -105,7 +106,7 @@ def reserve_rows(model: type[StepRow], rows: list[tuple[Any, str]]) -> set[str]:
     for pk, task_id in rows:
         values.append("(%s, %s, %s)")
         params += [key.get_db_prep_value(pk, connection), task_id, f"{task_id} reserved by {host}"[:200]]
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} AS row SET claimed_by = v.owner, claimed_at = %s "
             f"FROM (VALUES {', '.join(values)}) AS v(id, task, owner) "

@@ -51,7 +51,7 @@ def held_status(research_id: ResearchId) -> tuple[str, str] | None:
     ending (cancel, failure, a budget's stop) holds it exclusively, so it lands wholly before this transaction,
     whose read then sees it, or after its commit. No seq is handed out under it: the transaction's events go in
     unnumbered (`insert_events`) and are numbered after its commit."""
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT status, stop_reason FROM {Research._meta.db_table} WHERE id = %s{database.key_share()}",
             [Research._meta.pk.get_db_prep_value(research_id, connection)],

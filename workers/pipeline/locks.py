@@ -62,7 +62,7 @@ def take_lease(model: type[Model], pk: Any, owner: str, status: str | None = Non
         return bool(rows.update(claimed_at=now, claimed_by=claimed_by))
     condition, params = claimable_sql(owner)
     in_status, status_params = (" AND status = %s", [status]) if status is not None else ("", [])
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {model._meta.db_table} SET claimed_at = %s, claimed_by = %s "
             f"WHERE {model._meta.pk.column} = %s{in_status} AND {condition}",

@@ -87,7 +87,7 @@ def _sources(query_id: int) -> list[MemorySource]:
     """The query's analysed websites that have findings, in order, each with its findings: one hand-written read
     (the ORM compiled two, with a join for the order, for every review)."""
     by_id: dict[int, MemorySource] = {}
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT w.id, w.url, w.title, e.fact, e.quote FROM {Website._meta.db_table} w "
             f"JOIN {Extract._meta.db_table} e ON e.website_id = w.id WHERE w.query_id = %s AND w.status = %s "
@@ -104,7 +104,7 @@ def _sources(query_id: int) -> list[MemorySource]:
 
 def _known(research_id: ResearchId) -> KnownMemory:
     gaps, insights, contradictions = [], [], []
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT id, kind, text FROM {MemoryItem._meta.db_table} WHERE research_id = %s AND closed = %s "
             "ORDER BY id",
@@ -131,7 +131,7 @@ def _items(research_id: ResearchId, update: MemoryUpdate) -> list[NewItem]:
     named = sorted({pk for note in notes for pk in note.website_ids if 0 < pk < 2**63})
     analysed: set[int] = set()
     if named:
-        with connection.cursor() as cursor:
+        with database.prepared_cursor() as cursor:
             cursor.execute(
                 f"SELECT id FROM {Website._meta.db_table} WHERE research_id = %s AND status = %s "
                 f"AND id IN ({', '.join(['%s'] * len(named))})",
@@ -170,7 +170,7 @@ def store(
         if database.one_statement_writes():
             _insert_items(research_pk, query_id, items, now, counts)
             items = []  # inserted
-        with connection.cursor() as cursor:
+        with database.prepared_cursor() as cursor:
             for item in items:
                 key = memory_key(item.text)
                 if not key:
@@ -213,7 +213,7 @@ def _close_gaps(research_id: ResearchId, research_pk: Any, gap_ids: list[int]) -
     if not database.one_statement_writes():
         gaps = MemoryItem.objects.filter(research_id=research_id, kind=MemoryKind.GAP, closed=False, pk__in=gap_ids)
         return gaps.update(closed=True)
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {MemoryItem._meta.db_table} SET closed = true "
             "WHERE research_id = %s AND kind = %s AND NOT closed AND id = ANY(%s)",
@@ -231,7 +231,7 @@ def _insert_items(
     rows = [[item.kind, item.text, key, item.website_ids] for item in items if (key := memory_key(item.text))]
     if not rows:
         return
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {MemoryItem._meta.db_table} (research_id, kind, text, key, query_id, website_ids, closed, "
             "created_at) SELECT %s, item.value->>0, item.value->>1, item.value->>2, %s, item.value->3, false, %s "

@@ -4,7 +4,7 @@ import logging
 from contextlib import AbstractContextManager
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from research import database, dispatch, transitions
 from research.events import insert_events
@@ -100,7 +100,7 @@ def _lock_parent(parent: SerpQuery | None, breadth: int) -> int | None:
             .first()
         )
         return None if retries is None else retries * breadth
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT retries FROM {SerpQuery._meta.db_table} WHERE id = %s AND NOT children_planned AND status = %s "
             "FOR UPDATE",
@@ -189,7 +189,7 @@ def _ancestors(parent: SerpQuery | None) -> list[Ancestor]:
         return chain
     # The rest of the chain in one statement, not one read per level.
     table = SerpQuery._meta.db_table
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"WITH RECURSIVE chain (id, parent_id, depth, query, objective, learnings) AS ("
             f"SELECT id, parent_id, depth, query, objective, learnings FROM {table} WHERE id = %s UNION ALL "

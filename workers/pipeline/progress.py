@@ -33,7 +33,7 @@ STOP, CONTINUE = "stop", "continue"
 def _decrement(model: type[Research] | type[SerpQuery], column: str, pk: Any, by: int = 1) -> int | None:
     """Decrement a counter and read the new value in one statement (no read-modify-write race)."""
     table, value = model._meta.db_table, model._meta.pk.get_db_prep_value(pk, connection)
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(f"UPDATE {table} SET {column} = {column} - %s WHERE id = %s RETURNING {column}", [by, value])
         row = cursor.fetchone()
     return row[0] if row else None
@@ -184,7 +184,7 @@ def _finish(query_id: int, from_statuses: list[str], changes: dict[str, Any], pl
     # The planning's lease is handed on in the same statement, on the research's row as this statement reads it.
     hands_on = "%s AND r.status = %s AND q.depth < COALESCE(r.depth, 0)"
     statuses = ", ".join(["%s"] * len(from_statuses))
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {SerpQuery._meta.db_table} AS q SET {assignments}"
             "learnings = (SELECT COALESCE(jsonb_agg(f.fact ORDER BY f.page, f.position), '[]'::jsonb) FROM ("

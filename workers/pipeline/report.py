@@ -316,7 +316,7 @@ def _update_open_section(section_id: int, values: Mapping[str, Any], claimable_b
     params = [field.get_db_prep_save(value, connection) for field, value in zip(fields, values.values(), strict=True)]
     lease, lease_params = claimable_sql(claimable_by) if claimable_by is not None else ("1 = 1", [])
     table = ReportSection._meta.db_table
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET {assignments} WHERE id = %s AND status IN (%s, %s) AND {lease} AND version = "
             f"(SELECT report_version FROM {Research._meta.db_table} WHERE id = {table}.research_id AND status = %s)",
@@ -350,7 +350,7 @@ def _sections_done(research_id: str, version: int) -> None:
     land together may each find so, and each then queues it while the research row still waits for it (an assembly
     delivered twice is claimed once)."""
     # Hand-written: the ORM compiled this read anew for each of a report's hundreds of sections.
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT EXISTS (SELECT 1 FROM {ReportSection._meta.db_table} WHERE research_id = %s AND version = %s "
             "AND status <> %s)",
@@ -530,7 +530,7 @@ def _page_texts(research_id: ResearchId, urls: list[str]) -> dict[str, str]:
     if not database.one_statement_writes():
         pages = Page.objects.filter(research_id=research_id, url__in=urls, status=PageStatus.FETCHED)
         return dict(pages.values_list("url", "text"))
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT url, text FROM {Page._meta.db_table} WHERE research_id = %s AND status = %s AND url = ANY(%s)",
             [Research._meta.pk.get_db_prep_value(research_id, connection), PageStatus.FETCHED, urls],

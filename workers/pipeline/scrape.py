@@ -180,7 +180,7 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
     (on another insert of the same URL) is for a transaction that waits on no lock of this one's."""
     now = timezone.now()
     key = Research._meta.pk.get_db_prep_value(research_id, connection)
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"WITH research AS (SELECT id FROM {Research._meta.db_table} WHERE id = %(research)s "
             "AND status = ANY(%(writable)s) AND stop_reason = '' FOR KEY SHARE), "
@@ -237,7 +237,7 @@ def _lock_page(research_id: ResearchId, url: str, fetcher: str) -> tuple[Page, b
         # The usual case, a URL no website of the research had: one statement instead of get_or_create's four
         # (select, savepoint, insert, release), which also takes the fetch's lease (no update of its own).
         now = timezone.now()
-        with connection.cursor() as cursor:
+        with database.prepared_cursor() as cursor:
             cursor.execute(
                 f"{_INSERT_LEASED_PAGE} VALUES ({_LEASED_PAGE_VALUES}) "
                 "ON CONFLICT (research_id, url) DO NOTHING RETURNING id",
@@ -260,7 +260,7 @@ def _lock_page(research_id: ResearchId, url: str, fetcher: str) -> tuple[Page, b
 
 
 def _claim_website(website_id: int, page_id: int) -> bool:
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {Website._meta.db_table} SET status = %s, page_id = %s, claimed_at = %s, claimed_by = %s "
             "WHERE id = %s AND status IN (%s, %s)",
@@ -408,7 +408,7 @@ def _page_fetched(page: Page, fetched: FetchedPage, now: datetime) -> bool:
     this update anew for every page. Its own statement, not a part of `_fetched_to_analysis`'s: the page's lock,
     taken here, waits for a website's claim of the page to commit, and the websites' read must begin after that
     (a statement reads the rows committed before it began) to move that website on too."""
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {Page._meta.db_table} SET status = %s, final_url = %s, title = %s, text = %s, http_status = %s, "
             "content_type = %s, bytes_read = %s, fetched_at = %s WHERE id = %s AND status = %s",
@@ -433,7 +433,7 @@ def _fetched_to_analysis(research_id: ResearchId, page: Page, keep: int | None, 
     returned, each with the research's budget state (PostgreSQL): the state the analysis leased to `claimed_by` is
     admitted on, with no read of its own."""
     table = Website._meta.db_table
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"WITH moved AS (UPDATE {table} SET status = %s, claimed_at = %s, "
             "claimed_by = CASE WHEN id = %s THEN %s ELSE %s END, "

@@ -73,7 +73,7 @@ def _claim(query_id: int, owner: str, started_at: datetime | None) -> bool:
         )
     # One hand-written statement: the ORM compiled the lease's condition for every search.
     condition, params = claimable_sql(owner)
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {SerpQuery._meta.db_table} SET status = %s, claimed_at = %s, claimed_by = %s, started_at = %s "
             f"WHERE id = %s AND (status = %s OR (status = %s AND {condition}))",
@@ -119,7 +119,7 @@ def _to_scraping(query_id: int, pending: int) -> bool:
     if not database.one_statement_writes():
         moved = SerpQuery.objects.filter(pk=query_id, status=QueryStatus.SEARCHING)
         return bool(moved.update(status=QueryStatus.SCRAPING, pending_websites=pending, attempts=0))
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {SerpQuery._meta.db_table} SET status = %s, pending_websites = %s, attempts = 0 "
             "WHERE id = %s AND status = %s",
@@ -150,7 +150,7 @@ def _insert_websites(query: Searching, first: int, results: list[SearchResult]) 
     rows = json.dumps(
         [[first + index, result.url, result.title, result.snippet] for index, result in enumerate(results)]
     )
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {Website._meta.db_table} (research_id, query_id, position, url, title, snippet, status, "
             "failure_reason, error, content_type, attempts, claimed_by, created_at) "

@@ -71,7 +71,7 @@ def _apply(tally: Tally) -> None:
             f"SELECT pending_queries, status, stop_reason FROM {Research._meta.db_table} WHERE id = %s FOR KEY SHARE"
         )
         params = [research_id]
-    with connection.cursor() as cursor:
+    with database.prepared_cursor() as cursor:
         if tally.events and one_statement:
             # One round trip: the events inserted unnumbered (research/events.py numbers them after the commit).
             cursor.execute(
