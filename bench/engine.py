@@ -6,9 +6,10 @@ from this machine's clock (the workers stamp rows with `timezone.now()`), so pol
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +38,9 @@ class EngineRun:
     # the whole report where it is written in one piece), and to the report stored.
     to_first_section: float = float("nan")
     to_report: float = float("nan")
+    # The tree built, one (query id, parent id, pages analysed, pages failed) per query: what `scheduled_time`
+    # schedules.
+    tree: list[tuple[int, int | None, int, int]] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
@@ -107,7 +111,20 @@ def measure(
         sections=ReportSection.objects.filter(research_id=research_id, version=research.report_version).count(),
         breakdown=critical_chain(research_id, queued_at),
         **report_path(research_id, end),
+        tree=tree_of(queries, websites),
     )
+
+
+def tree_of(
+    queries: Sequence[Mapping[str, Any]], websites: Sequence[Mapping[str, Any]]
+) -> list[tuple[int, int | None, int, int]]:
+    """(query id, parent id, pages analysed, pages failed) for each query of the tree."""
+    analysed: dict[int, int] = {}
+    failed: dict[int, int] = {}
+    for website in websites:
+        counts = analysed if website["status"] == "analyzed" else failed
+        counts[website["query_id"]] = counts.get(website["query_id"], 0) + 1
+    return [(q["id"], q["parent_id"], analysed.get(q["id"], 0), failed.get(q["id"], 0)) for q in queries]
 
 
 def ideal_time(
@@ -145,11 +162,11 @@ def task_count(queries: Sequence[Mapping[str, Any]], websites: int) -> int:
 
 def latency_work(run: EngineRun, latencies: Latencies) -> float:
     """Slot-seconds of latency the calls of the tree `run` built take, its report aside: the top planning and one
-    per inner query, one search per query, a fetch and an analysis per page (the inverse of `task_count`)."""
+    per inner query, one search per query, a fetch per page and an analysis per page analysed (the inverse of
+    `task_count`)."""
     plans = run.tasks - 3 - run.queries - 2 * run.websites + 1
-    return (
-        plans * latencies.plan + run.queries * latencies.search + run.websites * (latencies.page + latencies.analysis)
-    )
+    fetched = run.websites * latencies.page  # a page that failed is fetched, not analysed
+    return plans * latencies.plan + run.queries * latencies.search + fetched + run.analysed * latencies.analysis
 
 
 def report_time(run: EngineRun, latencies: Latencies, slots: int) -> float:
@@ -167,6 +184,78 @@ def slot_bound(run: EngineRun, latencies: Latencies, slots: int) -> float:
     at a time as there are slots (`report_time`)."""
     tree = max(run.ideal - latencies.report, latency_work(run, latencies) / slots)
     return tree + report_time(run, latencies, slots)
+
+
+def scheduled_time(run: EngineRun, latencies: Latencies, slots: int) -> float:
+    """The time of `run`'s tree and report under a list schedule on `slots` slots, every call taking its latency
+    and nothing else (no CPU, no queue): whenever a slot is free it starts the ready call with the longest chain of
+    latencies still behind it. Not a bound (a schedule can beat it), but what a good scheduler with free CPU does
+    with the same tree: where the tree's shape, not the engine, keeps the slots idle, `slot_bound` cannot be met.
+
+    The calls are those `latency_work` counts: the top planning, and one per query with children when it is done
+    (its children's searches wait for it); a search per query; a fetch and analysis per page, after its query's
+    search (a query is done when its last page is); then the report (`report_time`), when every query is done.
+    """
+    if not run.tree:
+        return float("nan")
+    children: dict[int | None, list[int]] = {}
+    pages: dict[int, list[float]] = {}
+    for query, parent, analysed, failed in run.tree:
+        children.setdefault(parent, []).append(query)
+        page = latencies.page + latencies.analysis
+        pages[query] = [page] * analysed + [latencies.page] * failed
+    tails: dict[int, float] = {}
+
+    def after_pages(query: int | None) -> float:
+        """The longest chain behind a query's last page: its children's planning, and the longest child."""
+        kids = children.get(query, [])
+        return latencies.plan + max(tail(kid) for kid in kids) if kids else 0.0
+
+    def tail(query: int) -> float:
+        if query not in tails:
+            tails[query] = latencies.search + max(pages[query], default=0.0) + after_pages(query)
+        return tails[query]
+
+    # Calls: (kind, query). "plan" of a query (None: the top planning) starts its children; "search" of a query;
+    # "page" of a query, one per page.
+    ready: list[tuple[float, int, str, int | None, float]] = []  # (-chain behind, order, kind, query, seconds)
+    order = 0
+
+    def make_ready(kind: str, query: int | None, seconds: float, behind: float) -> None:
+        nonlocal order
+        heapq.heappush(ready, (-behind, order, kind, query, seconds))
+        order += 1
+
+    waiting = {query: len(costs) for query, costs in pages.items()}
+    undone = len(pages)
+    make_ready("plan", None, latencies.plan, after_pages(None))
+    running: list[tuple[float, int, str, int | None]] = []
+    now = 0.0
+    while undone:
+        while ready and len(running) < slots:
+            _, number, kind, node, seconds = heapq.heappop(ready)
+            heapq.heappush(running, (now + seconds, number, kind, node))
+        now, _, kind, node = heapq.heappop(running)
+        done: list[int] = []
+        if kind == "plan":
+            for kid in children.get(node, []):
+                make_ready("search", kid, latencies.search, tail(kid))
+        elif kind == "search":
+            assert node is not None
+            for cost in pages[node]:
+                make_ready("page", node, cost, cost + after_pages(node))
+            if not pages[node]:
+                done.append(node)
+        else:
+            assert node is not None
+            waiting[node] -= 1
+            if not waiting[node]:
+                done.append(node)
+        for finished in done:
+            undone -= 1
+            if children.get(finished):
+                make_ready("plan", finished, latencies.plan, after_pages(finished))
+    return now + report_time(run, latencies, slots)
 
 
 def report_path(research_id: str, end: datetime) -> dict[str, float]:

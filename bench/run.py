@@ -3,8 +3,9 @@
 Parts (all by default, in this order, one stack for all of them):
   critical   wall time / critical-path ideal for (2,2) (4,2) (3,3) (4,3) (5,5), and wall time / max(critical
              path, work / slots) with the report's sections as many at a time as there are slots, the bound of any
-             scheduler on the part's worker slots (bench/engine.py slot_bound); every run also counts what one
-             websocket client receives (against the final snapshot)
+             scheduler on the part's worker slots (bench/engine.py slot_bound), beside the time a longest-chain-first
+             schedule of the same tree takes on those slots with free CPU (scheduled_time); every run also counts
+             what one websocket client receives (against the final snapshot)
   overhead   zero-latency (5,5): wall time, CPU (workers, PostgreSQL, fakes and runner), commits, SQL statements
              and Redis commands per task (bench/instrument.py counts them in the workers), events per second
   many       --many researches (default 20 × (3,3), from 5 users) started together on the critical part's
@@ -227,7 +228,7 @@ class Bench:
     # --- parts ---
 
     def critical(self, stack: Any, owner: Any) -> None:
-        from bench.engine import latency_work, report_time, slot_bound
+        from bench.engine import latency_work, report_time, scheduled_time, slot_bound
 
         stack.fakes.prepare(self.latencies)
         # Fresh workers open a database connection and their clients in each thread on the first steps it runs: a
@@ -280,13 +281,15 @@ class Bench:
             if limit:
                 first, work = runs[0], latency_work(runs[0], lat)
                 report = report_time(first, lat, slots)
+                scheduled = median([scheduled_time(r, lat, slots) for r in runs])
                 row = Row(
                     f"{name} wall / max(critical path, work / slots)",
                     f"{median(to_bound):.2f}×",
                     f"{wall:.1f} s / {median(bounds):.1f} s; range {min(to_bound):.2f}–{max(to_bound):.2f}; tree: "
                     f"critical path {first.ideal - lat.report:.1f} s, work {work:.0f} slot-s / {slots} slots = "
                     f"{work / slots:.1f} s; then the report {report:.1f} s (outline, {first.sections} sections "
-                    f"{slots} at a time)",
+                    f"{slots} at a time); a longest-chain-first schedule of the same tree on {slots} slots, every "
+                    f"call its latency and no CPU: {scheduled:.1f} s, the engine {wall / scheduled:.2f}× that",
                     f"≤ {limit:.2f}×",
                     median(to_bound) <= limit,
                     at,

@@ -2,9 +2,11 @@
 its critical path or its work spread over the slots, and a report sooner than its outline and its sections, as
 many at a time as there are slots."""
 
+import math
+
 import pytest
 
-from bench.engine import EngineRun, latency_work, report_time, slot_bound
+from bench.engine import EngineRun, ideal_time, latency_work, report_time, scheduled_time, slot_bound, tree_of
 from bench.latency import Latencies
 
 LATENCIES = Latencies()  # plan 1 s, search 0.3 s, page 0.2 s, analysis 1 s, report 2 s
@@ -31,3 +33,47 @@ def test_a_report_without_sections_takes_the_report_latency() -> None:
     whole = _run(ideal=9.5, queries=20, websites=140, inner=12, sections=0)
     assert report_time(whole, LATENCIES, slots=1) == pytest.approx(LATENCIES.report)
     assert slot_bound(whole, LATENCIES, slots=1000) == pytest.approx(9.5)
+
+
+def _tree_run(sections: int) -> EngineRun:
+    """Two top queries of 3 pages (one failed), each with two children of 2 pages: a (2,2)-like tree."""
+    queries = [{"id": 1, "parent_id": None}, {"id": 2, "parent_id": None}]
+    queries += [{"id": 10 * parent + k, "parent_id": parent} for parent in (1, 2) for k in (1, 2)]
+    websites = [{"query_id": q, "status": "analyzed"} for q in (1, 2) for _ in range(2)]
+    websites += [{"query_id": q, "status": "failed"} for q in (1, 2)]
+    websites += [{"query_id": q["id"], "status": "analyzed"} for q in queries[2:] for _ in range(2)]
+    ideal = ideal_time(queries, websites, LATENCIES)
+    tasks = 1 + 1 + 2 + len(queries) + 2 * len(websites) + 1
+    tree = tree_of(queries, websites)
+    return EngineRun(
+        2, 2, "r", "completed", 20.0, ideal, len(queries), len(websites), 12, 0, tasks, sections, {}, tree=tree
+    )
+
+
+def test_a_schedule_on_enough_slots_takes_the_critical_path() -> None:
+    run = _tree_run(sections=0)
+    # plan 1, search 0.3, page 1.2, then the children's plan 1, search 0.3, page 1.2, then the report 2
+    assert run.ideal == pytest.approx(7.0)
+    assert scheduled_time(run, LATENCIES, slots=100) == pytest.approx(run.ideal)
+    assert scheduled_time(run, LATENCIES, slots=100) >= slot_bound(run, LATENCIES, slots=100) - 1e-9
+
+
+def test_a_schedule_on_one_slot_does_all_the_work_in_turn() -> None:
+    run = _tree_run(sections=4)
+    work = latency_work(run, LATENCIES)
+    assert work == pytest.approx(3 * 1.0 + 6 * 0.3 + 12 * 1.2 + 2 * 0.2)
+    # one slot: every call in turn, then the outline and the four sections one by one
+    assert scheduled_time(run, LATENCIES, slots=1) == pytest.approx(work + 5 * LATENCIES.report_part)
+    assert scheduled_time(run, LATENCIES, slots=1) == pytest.approx(slot_bound(run, LATENCIES, slots=1))
+
+
+def test_a_schedule_on_few_slots_is_held_by_the_trees_shape() -> None:
+    # three slots: the top planning and the two searches leave two and one slots idle; no schedule fills them
+    run = _tree_run(sections=0)
+    scheduled = scheduled_time(run, LATENCIES, slots=3)
+    assert scheduled > slot_bound(run, LATENCIES, slots=3)
+    assert scheduled < scheduled_time(run, LATENCIES, slots=1)
+
+
+def test_a_run_without_its_tree_has_no_schedule() -> None:
+    assert math.isnan(scheduled_time(_run(ideal=9.5, queries=20, websites=140, inner=12, sections=0), LATENCIES, 8))
