@@ -24,6 +24,7 @@ fakes), nothing wider. That is a few dozen lines on top of urllib3's own connect
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import logging
 import socket
@@ -156,26 +157,49 @@ def check_url(url: str) -> None:
         raise BlockedURLError("bad_url", "URL has no host")
 
 
-def _guarded_pool_classes(
-    open_socket: Callable[[HTTPConnection], socket.socket],
-) -> dict[str, type[HTTPConnectionPool]]:
-    """Pool classes whose connections open their socket through `open_socket` instead of urllib3's."""
+class _GuardedHTTPConnection(HTTPConnection):
+    """A connection that opens its socket through its pool's `open_socket` (GuardedAdapter._open_socket)."""
 
-    class GuardedHTTPConnection(HTTPConnection):
-        def _new_conn(self) -> socket.socket:
-            return open_socket(self)
+    open_socket: Callable[[HTTPConnection], socket.socket]
 
-    class GuardedHTTPSConnection(HTTPSConnection):
-        def _new_conn(self) -> socket.socket:
-            return open_socket(self)
+    def _new_conn(self) -> socket.socket:
+        return self.open_socket(self)
 
-    class GuardedHTTPConnectionPool(HTTPConnectionPool):
-        ConnectionCls = GuardedHTTPConnection
 
-    class GuardedHTTPSConnectionPool(HTTPSConnectionPool):
-        ConnectionCls = GuardedHTTPSConnection
+class _GuardedHTTPSConnection(HTTPSConnection):
+    open_socket: Callable[[HTTPConnection], socket.socket]
 
-    return {"http": GuardedHTTPConnectionPool, "https": GuardedHTTPSConnectionPool}
+    def _new_conn(self) -> socket.socket:
+        return self.open_socket(self)
+
+
+class _GuardedHTTPConnectionPool(HTTPConnectionPool):
+    """A pool whose connections open their socket through `open_socket`. The classes are made once: made per
+    adapter, around its method, they cost more CPU than the rest of a fetch's connection set-up."""
+
+    ConnectionCls = _GuardedHTTPConnection
+
+    def __init__(self, *args: Any, open_socket: Callable[[HTTPConnection], socket.socket], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open_socket = open_socket
+
+    def _new_conn(self) -> Any:
+        conn: Any = super()._new_conn()  # a _GuardedHTTPConnection
+        conn.open_socket = self.open_socket
+        return conn
+
+
+class _GuardedHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = _GuardedHTTPSConnection
+
+    def __init__(self, *args: Any, open_socket: Callable[[HTTPConnection], socket.socket], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open_socket = open_socket
+
+    def _new_conn(self) -> Any:
+        conn: Any = super()._new_conn()  # a _GuardedHTTPSConnection
+        conn.open_socket = self.open_socket
+        return conn
 
 
 class GuardedAdapter(HTTPAdapter):
@@ -193,7 +217,11 @@ class GuardedAdapter(HTTPAdapter):
 
     def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
         super().init_poolmanager(connections, maxsize, block=block, **pool_kwargs)
-        self.poolmanager.pool_classes_by_scheme = _guarded_pool_classes(self._open_socket)
+        # urllib3 makes a pool by calling its class with the host, the port and its keywords.
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": functools.partial(_GuardedHTTPConnectionPool, open_socket=self._open_socket),
+            "https": functools.partial(_GuardedHTTPSConnectionPool, open_socket=self._open_socket),
+        }
 
     def send(
         self,
