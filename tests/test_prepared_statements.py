@@ -2,6 +2,11 @@
 per connection, not on every run. The ORM's statements are not; a statement logged by Django keeps its text and
 parameters; a rollback loses nothing; with prepared statements off, nothing is prepared."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -9,10 +14,10 @@ from django.test.utils import CaptureQueriesContext
 from research import database
 from research.models import Research, ResearchStatus
 from tests.support.factories import running_research
-from tests.test_infrastructure import _run_django
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+ROOT = Path(__file__).resolve().parent.parent
 RESEARCH_COLUMNS = "SELECT status, breadth FROM research_research WHERE id = %s"
 
 
@@ -97,6 +102,14 @@ def test_with_prepared_statements_off_nothing_is_prepared(running: Research, mon
 def test_the_setting_turns_preparing_on_and_off(value: str, threshold: str) -> None:
     env = {"DB_PREPARED_STATEMENTS": value} if value else {}
     script = "from django.conf import settings; print(settings.DATABASES['default']['OPTIONS']['prepare_threshold'])"
-    result = _run_django(env, "shell", "-c", script)
+    base = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DB_PREPARED_STATEMENTS")}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", script],
+        cwd=ROOT,
+        env={**base, "DJANGO_SETTINGS_MODULE": "researchsite.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == threshold
