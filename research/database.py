@@ -46,7 +46,7 @@ def prepared_cursor() -> Any:
     PostgreSQL, with prepared statements on (DB_PREPARED_STATEMENTS, the default): a cursor that binds its
     parameters on the server, so that psycopg prepares a statement the second time a connection runs it and
     PostgreSQL parses and plans it once per connection, not on every call. Those statements are a fixed text for
-    each call site, run thousands of times a research; preparing them took about 30 % off PostgreSQL's CPU per step
+    each call site, run thousands of times a research; preparing them took about 27 % off PostgreSQL's CPU per step
     (docs/performance.md, Finding 21). The ORM keeps Django's client-side binding, where psycopg prepares nothing,
     since not every statement the ORM writes can be prepared. A text of several commands, or a SET, needs the
     plain `connection.cursor()` (the simple query protocol). Prepared statements off (for a pooler in transaction

@@ -157,49 +157,43 @@ def check_url(url: str) -> None:
         raise BlockedURLError("bad_url", "URL has no host")
 
 
-class _GuardedHTTPConnection(HTTPConnection):
-    """A connection that opens its socket through its pool's `open_socket` (GuardedAdapter._open_socket)."""
+class _OpensThroughGuard:
+    """A connection that opens its socket through `open_socket` (GuardedAdapter._open_socket), set by its pool."""
 
-    open_socket: Callable[[HTTPConnection], socket.socket]
-
-    def _new_conn(self) -> socket.socket:
-        return self.open_socket(self)
-
-
-class _GuardedHTTPSConnection(HTTPSConnection):
-    open_socket: Callable[[HTTPConnection], socket.socket]
+    open_socket: Callable[[Any], socket.socket]
 
     def _new_conn(self) -> socket.socket:
         return self.open_socket(self)
 
 
-class _GuardedHTTPConnectionPool(HTTPConnectionPool):
+class _GuardedPool:
     """A pool whose connections open their socket through `open_socket`. The classes are made once: made per
     adapter, around its method, they cost more CPU than the rest of a fetch's connection set-up."""
 
+    def __init__(self, *args: Any, open_socket: Callable[[Any], socket.socket], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open_socket = open_socket
+
+    def _new_conn(self) -> Any:
+        conn: Any = super()._new_conn()  # type: ignore[misc]  # the pool class's, which makes a guarded connection
+        conn.open_socket = self.open_socket
+        return conn
+
+
+class _GuardedHTTPConnection(_OpensThroughGuard, HTTPConnection):
+    pass
+
+
+class _GuardedHTTPSConnection(_OpensThroughGuard, HTTPSConnection):
+    pass
+
+
+class _GuardedHTTPConnectionPool(_GuardedPool, HTTPConnectionPool):
     ConnectionCls = _GuardedHTTPConnection
 
-    def __init__(self, *args: Any, open_socket: Callable[[HTTPConnection], socket.socket], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.open_socket = open_socket
 
-    def _new_conn(self) -> Any:
-        conn: Any = super()._new_conn()  # a _GuardedHTTPConnection
-        conn.open_socket = self.open_socket
-        return conn
-
-
-class _GuardedHTTPSConnectionPool(HTTPSConnectionPool):
+class _GuardedHTTPSConnectionPool(_GuardedPool, HTTPSConnectionPool):
     ConnectionCls = _GuardedHTTPSConnection
-
-    def __init__(self, *args: Any, open_socket: Callable[[HTTPConnection], socket.socket], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.open_socket = open_socket
-
-    def _new_conn(self) -> Any:
-        conn: Any = super()._new_conn()  # a _GuardedHTTPSConnection
-        conn.open_socket = self.open_socket
-        return conn
 
 
 class GuardedAdapter(HTTPAdapter):
