@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -186,36 +187,105 @@ def slot_bound(run: EngineRun, latencies: Latencies, slots: int) -> float:
     return tree + report_time(run, latencies, slots)
 
 
-def scheduled_time(run: EngineRun, latencies: Latencies, slots: int) -> float:
-    """The time of `run`'s tree and report under a list schedule on `slots` slots, every call taking its latency
-    and nothing else (no CPU, no queue): whenever a slot is free it starts the ready call with the longest chain of
-    latencies still behind it. Not a bound (a schedule can beat it), but what a good scheduler with free CPU does
-    with the same tree: where the tree's shape, not the engine, keeps the slots idle, `slot_bound` cannot be met.
+class _Chains:
+    """The calls of `run`'s tree as `latency_work` counts them, and the longest chain of latencies behind each: the
+    top planning, and one per query with children when it is done (its children's searches wait for it); a search
+    per query; a fetch and analysis per page, after its query's search (a query is done when its last page is)."""
 
-    The calls are those `latency_work` counts: the top planning, and one per query with children when it is done
-    (its children's searches wait for it); a search per query; a fetch and analysis per page, after its query's
-    search (a query is done when its last page is); then the report (`report_time`), when every query is done.
+    def __init__(self, run: EngineRun, latencies: Latencies) -> None:
+        self.latencies = latencies
+        self.children: dict[int | None, list[int]] = {}
+        self.pages: dict[int, list[float]] = {}
+        for query, parent, analysed, failed in run.tree:
+            self.children.setdefault(parent, []).append(query)
+            page = latencies.page + latencies.analysis
+            self.pages[query] = [page] * analysed + [latencies.page] * failed
+        self._tails: dict[int, float] = {}
+
+    def after_pages(self, query: int | None) -> float:
+        """The longest chain behind a query's last page: its children's planning, and the longest child."""
+        kids = self.children.get(query, [])
+        return self.latencies.plan + max(self.tail(kid) for kid in kids) if kids else 0.0
+
+    def tail(self, query: int) -> float:
+        """The longest chain from a query's search on: the search, its slowest page, and what follows."""
+        if query not in self._tails:
+            slowest = max(self.pages[query], default=0.0)
+            self._tails[query] = self.latencies.search + slowest + self.after_pages(query)
+        return self._tails[query]
+
+    def calls(self) -> Counter[tuple[float, float, float]]:
+        """(earliest start, seconds, longest chain after it ends) of every call, counted: a call can start no
+        sooner than the chain before it, and the tree ends no sooner than the chain after it."""
+        lat, found = self.latencies, Counter[tuple[float, float, float]]()
+
+        def plan(query: int | None, start: float) -> None:
+            found[(start, lat.plan, self.after_pages(query) - lat.plan)] += 1
+            for kid in self.children.get(query, []):
+                searched = start + lat.plan + lat.search
+                found[(start + lat.plan, lat.search, self.tail(kid) - lat.search)] += 1
+                for seconds in self.pages[kid]:
+                    found[(searched, seconds, self.after_pages(kid))] += 1
+                if self.children.get(kid):
+                    plan(kid, searched + max(self.pages[kid], default=0.0))
+
+        plan(None, 0.0)
+        return found
+
+
+def tree_bound(run: EngineRun, latencies: Latencies, slots: int) -> float:
+    """The least time any scheduler on `slots` slots needs for `run`'s tree and report, every call taking its
+    latency and nothing else: tighter than `slot_bound`, which lets every call of the tree run from the start.
+
+    A call that can start no sooner than e, lasts d and has a chain of t behind it runs, in any schedule that ends
+    at T, inside [e, T - t]; so at least p = min(d, e + d - a, t + d - b) of it, and at most the window's length L,
+    falls inside a window [a, T - b]. With n calls of p > 0 and n > slots, the window is not empty (those calls
+    would all run at once at its edge), and the sum of min(p, L) is at most slots × L: T ≥ a + b + the least such L
+    (`_window`). a = b = 0 gives the work over the slots when no call is longer than that; a chain gives the
+    critical path. The report then starts when every query is done (`report_time`).
     """
     if not run.tree:
         return float("nan")
-    children: dict[int | None, list[int]] = {}
-    pages: dict[int, list[float]] = {}
-    for query, parent, analysed, failed in run.tree:
-        children.setdefault(parent, []).append(query)
-        page = latencies.page + latencies.analysis
-        pages[query] = [page] * analysed + [latencies.page] * failed
-    tails: dict[int, float] = {}
+    calls = _Chains(run, latencies).calls()
+    best = max(start + seconds + after for start, seconds, after in calls)
+    heads = sorted({start for start, _, _ in calls} | {start + seconds for start, seconds, _ in calls})
+    tails = sorted({after for _, _, after in calls} | {after + seconds for _, seconds, after in calls})
+    for a in heads:
+        for b in tails:
+            parts = Counter[float]()
+            for (start, seconds, after), count in calls.items():
+                part = min(seconds, start + seconds - a, after + seconds - b)
+                if part > 1e-12:
+                    parts[part] += count
+            if parts.total() > slots:
+                best = max(best, a + b + _window(parts, slots))
+    return best + report_time(run, latencies, slots)
 
-    def after_pages(query: int | None) -> float:
-        """The longest chain behind a query's last page: its children's planning, and the longest child."""
-        kids = children.get(query, [])
-        return latencies.plan + max(tail(kid) for kid in kids) if kids else 0.0
 
-    def tail(query: int) -> float:
-        if query not in tails:
-            tails[query] = latencies.search + max(pages[query], default=0.0) + after_pages(query)
-        return tails[query]
+def _window(parts: Counter[float], slots: int) -> float:
+    """The least L > 0 with sum(min(part, L) for each part) ≤ slots × L, for more parts than slots. Between two
+    part lengths the sum is the parts shorter than L plus L for each longer one, so L is where that first meets
+    slots × L."""
+    done, longer = 0.0, parts.total()  # the sum of the parts shorter than L; how many are longer
+    for part in sorted(parts):
+        if done + longer * part <= slots * part:  # L ≤ part: the parts this long or longer fill L each
+            break
+        done += part * parts[part]
+        longer -= parts[part]
+    return done / (slots - longer)  # longer < slots here: done > 0 once a part is passed, and all passed is 0
 
+
+def scheduled_time(run: EngineRun, latencies: Latencies, slots: int) -> float:
+    """The time of `run`'s tree and report under a list schedule on `slots` slots, every call taking its latency
+    and nothing else (no CPU, no queue): whenever a slot is free it starts the ready call with the longest chain of
+    latencies still behind it (the calls of `_Chains`). Not a bound (a schedule can beat it), but what a good
+    scheduler with free CPU does with the same tree; `tree_bound` is what none can beat. The report starts when
+    every query is done (`report_time`).
+    """
+    if not run.tree:
+        return float("nan")
+    chains = _Chains(run, latencies)
+    children, pages = chains.children, chains.pages
     # Calls: (kind, query). "plan" of a query (None: the top planning) starts its children; "search" of a query;
     # "page" of a query, one per page.
     ready: list[tuple[float, int, str, int | None, float]] = []  # (-chain behind, order, kind, query, seconds)
@@ -228,7 +298,7 @@ def scheduled_time(run: EngineRun, latencies: Latencies, slots: int) -> float:
 
     waiting = {query: len(costs) for query, costs in pages.items()}
     undone = len(pages)
-    make_ready("plan", None, latencies.plan, after_pages(None))
+    make_ready("plan", None, latencies.plan, chains.after_pages(None))
     running: list[tuple[float, int, str, int | None]] = []
     now = 0.0
     while undone:
@@ -239,11 +309,11 @@ def scheduled_time(run: EngineRun, latencies: Latencies, slots: int) -> float:
         done: list[int] = []
         if kind == "plan":
             for kid in children.get(node, []):
-                make_ready("search", kid, latencies.search, tail(kid))
+                make_ready("search", kid, latencies.search, chains.tail(kid))
         elif kind == "search":
             assert node is not None
             for cost in pages[node]:
-                make_ready("page", node, cost, cost + after_pages(node))
+                make_ready("page", node, cost, cost + chains.after_pages(node))
             if not pages[node]:
                 done.append(node)
         else:
@@ -254,7 +324,7 @@ def scheduled_time(run: EngineRun, latencies: Latencies, slots: int) -> float:
         for finished in done:
             undone -= 1
             if children.get(finished):
-                make_ready("plan", finished, latencies.plan, after_pages(finished))
+                make_ready("plan", finished, latencies.plan, chains.after_pages(finished))
     return now + report_time(run, latencies, slots)
 
 

@@ -4,8 +4,9 @@ Parts (all by default, in this order, one stack for all of them):
   critical   wall time / critical-path ideal for (2,2) (4,2) (3,3) (4,3) (5,5), and wall time / max(critical
              path, work / slots) with the report's sections as many at a time as there are slots, the bound of any
              scheduler on the part's worker slots (bench/engine.py slot_bound), beside the time a longest-chain-first
-             schedule of the same tree takes on those slots with free CPU (scheduled_time); every run also counts
-             what one websocket client receives (against the final snapshot)
+             schedule of the same tree takes on those slots with free CPU (scheduled_time) and the least time any
+             scheduler needs for it there (tree_bound); every run also counts what one websocket client receives
+             (against the final snapshot)
   overhead   zero-latency (5,5): wall time, CPU (workers, PostgreSQL, fakes and runner), commits, SQL statements
              and Redis commands per task (bench/instrument.py counts them in the workers), events per second
   many       --many researches (default 20 × (3,3), from 5 users) started together on the critical part's
@@ -228,7 +229,7 @@ class Bench:
     # --- parts ---
 
     def critical(self, stack: Any, owner: Any) -> None:
-        from bench.engine import latency_work, report_time, scheduled_time, slot_bound
+        from bench.engine import latency_work, report_time, scheduled_time, slot_bound, tree_bound
 
         stack.fakes.prepare(self.latencies)
         # Fresh workers open a database connection and their clients in each thread on the first steps it runs: a
@@ -282,6 +283,7 @@ class Bench:
                 first, work = runs[0], latency_work(runs[0], lat)
                 report = report_time(first, lat, slots)
                 scheduled = median([scheduled_time(r, lat, slots) for r in runs])
+                least = median([tree_bound(r, lat, slots) for r in runs])
                 row = Row(
                     f"{name} wall / max(critical path, work / slots)",
                     f"{median(to_bound):.2f}×",
@@ -293,6 +295,17 @@ class Bench:
                     f"≤ {limit:.2f}×",
                     median(to_bound) <= limit,
                     at,
+                )
+                section.rows.append(self.target(f"ratio {shape[0]}x{shape[1]}", row))
+                row = Row(
+                    f"{name} wall / least time on {slots} slots",
+                    f"{wall / least:.2f}×",
+                    f"{wall:.1f} s / {least:.1f} s: no scheduler on {slots} slots, every call its latency and no "
+                    f"CPU, does this tree and report sooner (bench/engine.py tree_bound: the calls that must fall "
+                    f"inside any window of the run fill it); that is {least / median(bounds):.2f}× max(critical "
+                    f"path, work / slots)"
+                    + (", the tree's shape leaving slots idle as its levels open" if least > median(bounds) else ""),
+                    load=at,
                 )
                 section.rows.append(self.target(f"ratio {shape[0]}x{shape[1]}", row))
         section.rows.append(
@@ -625,7 +638,7 @@ class Bench:
         self.sections.append(section)
 
     def scaling(self, stack: Any, owner: Any) -> None:
-        from bench.engine import slot_bound
+        from bench.engine import tree_bound
 
         stack.fakes.prepare(self.latencies)
         walls: dict[int, list[float]] = {}
@@ -644,14 +657,14 @@ class Bench:
         base = median(walls[lowest])
         # The bounds of the tree the first count built (the trees are alike: same fakes, same shape).
         tree = last[lowest]
-        first = slot_bound(tree, self.latencies, lowest * self.args.scaling_concurrency)
+        first = tree_bound(tree, self.latencies, lowest * self.args.scaling_concurrency)
         section = Section(
             f"Worker scaling, (4,3), workers of {self.args.scaling_concurrency} threads each (speed-up over {lowest})"
         )
         for count in self.args.scaling_workers:
             speedup = base / median(walls[count])
             slots = count * self.args.scaling_concurrency
-            bound = slot_bound(tree, self.latencies, slots)
+            bound = tree_bound(tree, self.latencies, slots)
             row = Row(
                 f"{count} worker{'s' if count > 1 else ''}",
                 f"{speedup:.2f}×",

@@ -5,8 +5,19 @@ many at a time as there are slots."""
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from bench.engine import EngineRun, ideal_time, latency_work, report_time, scheduled_time, slot_bound, tree_of
+from bench.engine import (
+    EngineRun,
+    ideal_time,
+    latency_work,
+    report_time,
+    scheduled_time,
+    slot_bound,
+    tree_bound,
+    tree_of,
+)
 from bench.latency import Latencies
 
 LATENCIES = Latencies()  # plan 1 s, search 0.3 s, page 0.2 s, analysis 1 s, report 2 s
@@ -76,4 +87,95 @@ def test_a_schedule_on_few_slots_is_held_by_the_trees_shape() -> None:
 
 
 def test_a_run_without_its_tree_has_no_schedule() -> None:
-    assert math.isnan(scheduled_time(_run(ideal=9.5, queries=20, websites=140, inner=12, sections=0), LATENCIES, 8))
+    bare = _run(ideal=9.5, queries=20, websites=140, inner=12, sections=0)
+    assert math.isnan(scheduled_time(bare, LATENCIES, 8))
+    assert math.isnan(tree_bound(bare, LATENCIES, 8))
+
+
+def _shaped_run(breadth: int, depth: int, sections: int) -> EngineRun:
+    """The tree the engine builds for (breadth, depth) when every query finds seven pages and every page is
+    analysed: each level's queries ask half as many children, rounded up, as their parents."""
+    queries: list[dict[str, int | None]] = []
+
+    def ask(parent: int | None, width: int, levels: int) -> None:
+        for _ in range(width):
+            queries.append({"id": len(queries) + 1, "parent_id": parent})
+            if levels > 1:
+                ask(len(queries), math.ceil(width / 2), levels - 1)
+
+    ask(None, breadth, depth)
+    websites = [{"query_id": q["id"], "status": "analyzed"} for q in queries for _ in range(7)]
+    tasks = 1 + 1 + len({q["parent_id"] for q in queries} - {None}) + len(queries) + 2 * len(websites) + 1
+    return EngineRun(
+        breadth,
+        depth,
+        "r",
+        "completed",
+        30.0,
+        ideal_time(queries, websites, LATENCIES),
+        len(queries),
+        len(websites),
+        len(websites),
+        0,
+        tasks,
+        sections,
+        {},
+        tree=tree_of(queries, websites),
+    )
+
+
+def test_a_five_by_five_on_64_slots_cannot_reach_its_work_over_the_slots() -> None:
+    run = _shaped_run(5, 5, sections=385)
+    assert (run.queries, run.websites, run.tasks) == (110, 770, 1733)
+    assert slot_bound(run, LATENCIES, 64) == pytest.approx(1038 / 64 + 8.0)  # the work over the slots, the report
+    least = tree_bound(run, LATENCIES, 64)
+    # Level 1 opens 5 queries of 7 pages: 35 of the 64 slots while its pages run; the deep levels wait on chains.
+    # Every window of the run holds more of the work than its share, so no schedule reaches 24.2 s.
+    assert least == pytest.approx(27.33, abs=0.01)
+    assert least <= scheduled_time(run, LATENCIES, 64) == pytest.approx(28.9)
+
+
+def test_a_four_by_three_on_64_slots_is_held_by_its_critical_path_alone() -> None:
+    run = _shaped_run(4, 3, sections=70)
+    assert tree_bound(run, LATENCIES, 64) == pytest.approx(slot_bound(run, LATENCIES, 64)) == pytest.approx(10.5)
+
+
+@st.composite
+def _random_runs(draw: st.DrawFn) -> EngineRun:
+    """A tree of up to 40 queries, each with up to 9 pages analysed and 3 failed, under a random parent."""
+    count = draw(st.integers(1, 40))
+    queries: list[dict[str, int | None]] = []
+    websites: list[dict[str, object]] = []
+    for number in range(1, count + 1):
+        parent = draw(st.none() | st.integers(1, number - 1)) if number > 1 else None
+        queries.append({"id": number, "parent_id": parent})
+        websites += [{"query_id": number, "status": "analyzed"}] * draw(st.integers(0, 9))
+        websites += [{"query_id": number, "status": "failed"}] * draw(st.integers(0, 3))
+    analysed = sum(1 for w in websites if w["status"] == "analyzed")
+    tasks = 1 + 1 + len({q["parent_id"] for q in queries} - {None}) + count + 2 * len(websites) + 1
+    return EngineRun(
+        1,
+        1,
+        "r",
+        "completed",
+        10.0,
+        ideal_time(queries, websites, LATENCIES),
+        count,
+        len(websites),
+        analysed,
+        0,
+        tasks,
+        draw(st.integers(0, 90)),
+        {},
+        tree=tree_of(queries, websites),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(run=_random_runs(), slots=st.integers(1, 80))
+def test_the_least_time_lies_between_the_simple_bound_and_a_schedule(run: EngineRun, slots: int) -> None:
+    least = tree_bound(run, LATENCIES, slots)
+    # at least max(critical path, work / slots): the windows include the whole run and each chain
+    assert least >= slot_bound(run, LATENCIES, slots) - 1e-9
+    # at most what a real schedule of the same calls achieves, since it is a bound on every schedule
+    assert least <= scheduled_time(run, LATENCIES, slots) + 1e-9
