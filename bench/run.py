@@ -16,8 +16,8 @@ Parts (all by default, in this order, one stack for all of them):
   scaling    (4,3) on 1, 2, 4, 8 worker processes of a few slots each (latency-bound: slots are the limit)
   scale      zero-latency (5,5) on 1, 2, 4, 8 worker processes of 16 threads each (CPU-bound: cores and the
              research row are the limit): tasks/s and speed-up, busy PostgreSQL backends and how many of them
-             wait on the research row, CPU per task by process; a count whose threads would not get a PostgreSQL
-             connection each (max_connections) is skipped
+             wait on the research row, CPU per task by process, the cores kept busy; a count whose threads would
+             not get a PostgreSQL connection each (max_connections) is skipped
   snapshots  snapshot build time, size and SQL queries at 110 queries × 7 pages, and the delta of one event there
   adaptive   adaptive against fixed mode at (4,3) on a "simple" and a "complex" request (bench/adaptive.py):
              model calls, cost, wall time and depth reached; the target is 30 %+ fewer calls on the simple one
@@ -722,6 +722,11 @@ class Bench:
             held = median([m.lock.mean_waiting for m, _ in observed[count]])
             return busy, held, held / busy if busy else 0.0
 
+        def cores_busy(count: int) -> float:
+            """Cores the stack kept busy: tasks a second times the CPU each took, every process of the stack."""
+            per_task = median([sum(cpu_per_task(used, m.run.tasks).values()) for m, used in observed[count]])
+            return rate(count) * per_task / 1000
+
         counts = [c for c in self.args.scale_workers if c in observed]
         lowest = counts[0] if counts else 0
         section = Section(
@@ -743,7 +748,8 @@ class Bench:
                     f"{rate(count):.1f} tasks/s, {rate(count) / rate(lowest):.2f}×",
                     f"{median([m.run.wall for m, _ in runs]):.1f} s for {runs[0][0].run.tasks} tasks; {busy:.1f} busy "
                     f"PostgreSQL backends on average, {held:.1f} of them waiting on the research row ({share:.0%}); "
-                    f"CPU per task {median([sum(ms.values()) for ms in per_run]):.1f} ms: {describe_cpu(cpu)}",
+                    f"CPU per task {median([sum(ms.values()) for ms in per_run]):.1f} ms: {describe_cpu(cpu)}; "
+                    f"{cores_busy(count):.1f} of the {cores} cores busy",
                     load=median([m.load for m, _ in runs]),
                 )
             )
@@ -773,6 +779,8 @@ class Bench:
                         f"{speedup:.2f}×",
                         f"{rate(4):.1f} against {rate(lowest):.1f} tasks/s; this machine has {cores} cores"
                         + ("" if cores >= 8 else ": the target is for 8 or more, not judged here")
+                        + f"; {lowest} worker{'s' if lowest != 1 else ''} kept {cores_busy(lowest):.1f} of them busy, "
+                        f"so at the same CPU per task the cores allow at most {cores / cores_busy(lowest):.2f}×"
                         + ("" if lowest == 1 else f"; the target is from 1 worker, not {lowest}"),
                         "≥ 3.0× (on 8+ cores)",
                         speedup >= 3.0 if cores >= 8 and lowest == 1 else None,

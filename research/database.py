@@ -9,12 +9,13 @@ and what the embedded mode does instead, and why. No other module of research/ o
 may change after it (docs/schema.md, "PostgreSQL and the embedded mode").
 """
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Field, Model
@@ -53,17 +54,26 @@ def prepared_cursor() -> Any:
     mode that cannot keep them, PgBouncer before 1.21): the plain cursor. Embedded mode: the plain cursor; the
     sqlite3 driver keeps its own cache of recent statements.
     """
-    if not _postgresql() or connection.settings_dict["OPTIONS"].get("prepare_threshold") is None:
-        return connection.cursor()
-    from django.db.backends.postgresql.base import ServerBindingCursor  # defined with psycopg 3 only
-
+    # The thread's own connection, looked up once: every attribute read through `django.db.connection` looks it
+    # up again in a thread-local, a few microseconds each, many times a step.
+    database: Any = connections[DEFAULT_DB_ALIAS]
+    if database.vendor != "postgresql" or database.settings_dict["OPTIONS"].get("prepare_threshold") is None:
+        return database.cursor()
     # What `connection.cursor()` does before it makes its cursor: the health check, the connection, the thread.
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    with connection.wrap_database_errors:
-        raw: Any = ServerBindingCursor(connection.connection)  # type: ignore[call-arg]  # psycopg's Cursor(conn)
-    return (_LoggedCursor if connection.queries_logged else CursorWrapper)(raw, connection)
+    database.close_if_health_check_failed()
+    database.ensure_connection()
+    database.validate_thread_sharing()
+    with database.wrap_database_errors:
+        raw = _server_binding_cursor()(database.connection)  # psycopg's Cursor(connection)
+    return (_LoggedCursor if database.queries_logged else CursorWrapper)(raw, database)
+
+
+@functools.cache
+def _server_binding_cursor() -> Any:
+    """Django's cursor class that binds on the server, imported once (it is defined with psycopg 3 only)."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    return ServerBindingCursor
 
 
 class _LoggedCursor(CursorDebugWrapper):
