@@ -272,7 +272,8 @@ def _window(parts: Counter[float], slots: int) -> float:
             break
         done += part * parts[part]
         longer -= parts[part]
-    return done / (slots - longer)  # longer < slots here: done > 0 once a part is passed, and all passed is 0
+    # At a break done > 0, so longer < slots; past the last part longer is 0.
+    return done / (slots - longer)
 
 
 def scheduled_time(run: EngineRun, latencies: Latencies, slots: int) -> float:

@@ -1,6 +1,7 @@
 """The bench's bound on a run's wall time: no scheduler on a number of worker slots finishes a tree sooner than
 its critical path or its work spread over the slots, and a report sooner than its outline and its sections, as
-many at a time as there are slots."""
+many at a time as there are slots; and the tighter least time (`tree_bound`), where the tree's calls cannot start
+before the chains ahead of them, against a schedule of the same calls."""
 
 import math
 
