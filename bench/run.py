@@ -74,6 +74,9 @@ SHAPES = ((2, 2), (4, 2), (3, 3), (4, 3), (5, 5))
 RATIO_TARGETS = {(2, 2): 1.10}
 # Wall time / max(critical path, work / slots) (bench/engine.py slot_bound) a shape must stay within.
 BOUND_TARGETS = {(4, 3): 1.15, (5, 5): 1.15}
+# CPU per task, all processes, at zero latency on an idle machine (it was 12 ms before the review step, the memory
+# updates and the report in sections added work to every research).
+CPU_TARGET_MS = 15.0
 # CPU by process, as bench/probes.py RunMeter reports it, in the order the tables give it.
 CPU_PROCESSES = ("workers", "postgres", "runner")
 # Groups of the final Targets section, in order: each shape's target ratio (wall / ideal, or wall / bound) with
@@ -440,8 +443,8 @@ class Bench:
                     f"{describe_cpu(cpu_ms)}, over the engine's count of {tasks} tasks; the "
                     f"workers started {median([c['tasks_run'] for _, c in runs]):.0f} Celery tasks (reviews, report "
                     f"outline, sections and assembly, and duplicates, included): {per_run_task:.1f} ms each",
-                    "≤ 12 ms",
-                    total_ms <= 12,
+                    f"≤ {CPU_TARGET_MS:g} ms",
+                    total_ms <= CPU_TARGET_MS,
                     loads,
                 ),
             ),
