@@ -221,8 +221,8 @@ class _Chains:
 
         def plan(query: int | None, start: float) -> None:
             found[(start, lat.plan, self.after_pages(query) - lat.plan)] += 1
+            searched = start + lat.plan + lat.search  # when the children's pages can start
             for kid in self.children.get(query, []):
-                searched = start + lat.plan + lat.search
                 found[(start + lat.plan, lat.search, self.tail(kid) - lat.search)] += 1
                 for seconds in self.pages[kid]:
                     found[(searched, seconds, self.after_pages(kid))] += 1

@@ -57,7 +57,7 @@ def prepared_cursor() -> Any:
     # The thread's own connection, looked up once: every attribute read through `django.db.connection` looks it
     # up again in a thread-local, a few microseconds each, many times a step.
     database: Any = connections[DEFAULT_DB_ALIAS]
-    if database.vendor != "postgresql" or database.settings_dict["OPTIONS"].get("prepare_threshold") is None:
+    if not _postgresql(database) or database.settings_dict["OPTIONS"].get("prepare_threshold") is None:
         return database.cursor()
     # What `connection.cursor()` does before it makes its cursor: the health check, the connection, the thread.
     database.close_if_health_check_failed()
