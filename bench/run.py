@@ -77,6 +77,8 @@ BOUND_TARGETS = {(4, 3): 1.15, (5, 5): 1.15}
 # CPU per task, all processes, at zero latency on an idle machine (it was 12 ms before the review step, the memory
 # updates and the report in sections added work to every research).
 CPU_TARGET_MS = 15.0
+# The research that warms a fresh pool of workers before the parts that measure CPU or throughput on it.
+WARM_UP_SHAPE = (3, 3)
 # CPU by process, as bench/probes.py RunMeter reports it, in the order the tables give it.
 CPU_PROCESSES = ("workers", "postgres", "runner")
 # Groups of the final Targets section, in order: each shape's target ratio (wall / ideal, or wall / bound) with
@@ -189,6 +191,7 @@ class Bench:
         self.real_5x5: str | None = None
         # Every target's figure, by group, gathered by the parts for the final section (shown in TARGET_ORDER).
         self.targets: dict[str, list[Row]] = {}
+        self.warm_pools: list[Any] = []  # the worker pools that have run a research already
 
     def target(self, group: str, row: Row) -> Row:
         """`row`, also listed in the final Targets section under `group` (one of TARGET_ORDER)."""
@@ -228,6 +231,27 @@ class Bench:
 
         final = len(json.dumps(build_snapshot(research_id)))
         return Measured(run, watcher.result, sampler.result, load(), final)
+
+    def warm(self, stack: Any, owner: Any, pool: Any) -> None:
+        """An uncounted zero-latency research on a pool that has run none. Fresh workers pay once what no later
+        research pays: each thread opens its database connection (a PostgreSQL backend's start-up and catalog
+        reads), and the first model call of each process imports the HTTP client's transport while its other
+        threads wait on the import lock. On 2 cores a zero-latency (5,5) on 4 cold workers took 21-25 s against
+        19-20 s for the next one, and up to 4.5 ms more CPU a task; the scale part, which starts a pool per worker
+        count, compared start-ups as much as steps. A (3,3) is enough: the (5,5) after it costs what a second one
+        does."""
+        if any(warm is pool for warm in self.warm_pools):
+            return
+        stack.fakes.prepare(ZERO)
+        breadth, depth = WARM_UP_SHAPE
+        warm_up = self.engine_run(stack, owner, breadth, depth, ZERO)
+        self.warm_pools.append(pool)
+        self.record("warm-up", {**warm_up.as_dict(), "processes": len(pool.processes)})
+        self.say(
+            f"warm-up ({breadth},{depth}) at zero latency on {len(pool.processes)} fresh worker"
+            f"{'s' if len(pool.processes) != 1 else ''}: "
+            f"{warm_up.run.wall:.2f} s (not counted)"
+        )
 
     # --- parts ---
 
@@ -386,6 +410,7 @@ class Bench:
     def overhead(self, stack: Any, owner: Any, pool: Any) -> None:
         from bench.probes import RunMeter
 
+        self.warm(stack, owner, pool)
         stack.fakes.prepare(ZERO)
         observed = []
         for rep in range(self.args.overhead_reps):
@@ -500,6 +525,7 @@ class Bench:
 
         breadth, depth = self.args.many_shape
         count, users = self.args.many, create_users(self.args.many_users)
+        self.warm(stack, users[0], pool)
         stack.fakes.prepare(self.latencies)
         solo = self.engine_run(stack, users[0], breadth, depth, self.latencies)
         self.record("many solo", solo.as_dict())
@@ -701,6 +727,7 @@ class Bench:
                 self.say(f"scale {count} workers skipped: {skipped[count]}")
                 continue
             with stack.workers(count, concurrency, f"bench-scale{count}-") as pool:
+                self.warm(stack, owner, pool)
                 stack.fakes.prepare(ZERO)
                 for rep in range(self.args.scale_reps):
                     with RunMeter(stack, [p.pid for p in pool.processes]) as meter:
@@ -978,6 +1005,7 @@ class Bench:
                 with stack.workers(self.args.workers, self.args.concurrency, "bench-main-") as pool:
                     if "critical" in parts or "reference" in parts:
                         self.critical(stack, owner)
+                        self.warm_pools.append(pool)  # its (5,5) kept every thread busy
                     if "overhead" in parts:
                         self.overhead(stack, owner, pool)
                     if "many" in parts:
