@@ -465,7 +465,9 @@ class Bench:
                 Row(
                     "CPU per task, all processes",
                     f"{total_ms:.1f} ms",
-                    f"{describe_cpu(cpu_ms)}, over the engine's count of {tasks} tasks; the "
+                    f"{describe_cpu(cpu_ms)}, over the engine's count of {tasks} tasks (each run: "
+                    + ", ".join(f"{sum(ms.values()):.1f}" for ms in per_run)
+                    + f" ms); the "
                     f"workers started {median([c['tasks_run'] for _, c in runs]):.0f} Celery tasks (reviews, report "
                     f"outline, sections and assembly, and duplicates, included): {per_run_task:.1f} ms each",
                     f"≤ {CPU_TARGET_MS:g} ms",
