@@ -50,6 +50,24 @@ def wait_until_quiet(below: float = 0.2, max_wait: float = 60.0) -> tuple[float,
     return time.monotonic() - began, share
 
 
+INTERPRETER_LOOP = 2_000_000
+
+
+def interpreter_ms(runs: int = 5) -> float:
+    """The median CPU time, in ms, of a fixed pure-Python loop (INTERPRETER_LOOP additions) on this machine now.
+    This project's 2-core machines are virtual and their speed moves by the hour, unseen from inside (no steal
+    time counted, no hardware counters): the same loop measured 57-101 ms on one day, and the stack's CPU per task
+    moved with it. Printed at the start and the end of a bench run, it says which state the run's absolute figures
+    (CPU per task, wall times) come from."""
+    times = []
+    for _ in range(runs):
+        began, total = time.process_time(), 0
+        for number in range(INTERPRETER_LOOP):
+            total += number
+        times.append((time.process_time() - began) * 1000)
+    return sorted(times)[len(times) // 2]
+
+
 class CpuMeter:
     """CPU seconds used between `start()` and `stop()` by fixed processes (workers, this runner) and by the
     database's backends, which are looked up twice a second (a backend that lives less than that is missed,
