@@ -56,7 +56,7 @@ INTERPRETER_LOOP = 2_000_000
 def interpreter_ms(runs: int = 5) -> float:
     """The median CPU time, in ms, of a fixed pure-Python loop (INTERPRETER_LOOP additions) on this machine now.
     This project's 2-core machines are virtual and their speed moves by the hour, unseen from inside (no steal
-    time counted, no hardware counters): the same loop measured 57-101 ms on one day, and the stack's CPU per task
+    time counted, no hardware counters): the same loop measured 55-101 ms on one day, and the stack's CPU per task
     moved with it. Printed at the start and the end of a bench run, it says which state the run's absolute figures
     (CPU per task, wall times) come from."""
     times = []

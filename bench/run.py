@@ -1003,25 +1003,17 @@ class Bench:
 
         before = interpreter_ms()
         self.say(f"interpreter speed: a fixed loop took {before:.0f} ms of CPU")
-        try:
-            self.run_parts()
-        finally:
-            wait_until_quiet(max_wait=30)
-            after = interpreter_ms()
-            self.raw["interpreter_ms"] = {"start": before, "end": after}
-            self.sections.append(
-                Section(
-                    "This machine's speed",
-                    [
-                        Row(
-                            "a fixed pure-Python loop, CPU time",
-                            f"{before:.0f} ms at the start, {after:.0f} ms at the end",
-                            "2 million additions, the median of 5 runs (bench/probes.py interpreter_ms): the machine "
-                            "is virtual and its speed moves by the hour; CPU per task and wall times move with it",
-                        )
-                    ],
-                )
-            )
+        self.run_parts()
+        wait_until_quiet(max_wait=30)
+        after = interpreter_ms()
+        self.raw["interpreter_ms"] = {"start": before, "end": after}
+        row = Row(
+            "a fixed pure-Python loop, CPU time",
+            f"{before:.0f} ms at the start, {after:.0f} ms at the end",
+            "2 million additions, the median of 5 runs (bench/probes.py interpreter_ms): the machine is virtual and "
+            "its speed moves by the hour; CPU per task and wall times move with it",
+        )
+        self.sections.append(Section("This machine's speed", [row]))
 
     def run_parts(self) -> None:
         parts = self.args.parts
@@ -1039,7 +1031,7 @@ class Bench:
                 with stack.workers(self.args.workers, self.args.concurrency, "bench-main-") as pool:
                     if "critical" in parts or "reference" in parts:
                         self.critical(stack, owner)
-                        self.warm_pools.append(pool)  # its (5,5) kept every thread busy
+                        self.warm_pools.append(pool)  # its runs warmed it
                     if "overhead" in parts:
                         self.overhead(stack, owner, pool)
                     if "many" in parts:
