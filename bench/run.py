@@ -246,12 +246,9 @@ class Bench:
         breadth, depth = WARM_UP_SHAPE
         warm_up = self.engine_run(stack, owner, breadth, depth, ZERO)
         self.warm_pools.append(pool)
-        self.record("warm-up", {**warm_up.as_dict(), "processes": len(pool.processes)})
-        self.say(
-            f"warm-up ({breadth},{depth}) at zero latency on {len(pool.processes)} fresh worker"
-            f"{'s' if len(pool.processes) != 1 else ''}: "
-            f"{warm_up.run.wall:.2f} s (not counted)"
-        )
+        processes = len(pool.processes)
+        self.record("warm-up", {**warm_up.as_dict(), "processes": processes})
+        self.say(f"warm-up ({breadth},{depth}) on a fresh pool of {processes}: {warm_up.run.wall:.2f} s (not counted)")
 
     # --- parts ---
 
