@@ -23,6 +23,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def thread_switches(pid: int) -> int:
+    """Context switches so far of every live thread of a process, voluntary (a wait: the interpreter lock, a
+    socket, a lock) and not (preempted); 0 if it is gone. A thread that ended took its count with it."""
+    total = 0
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/status") as status:
+                total += sum(int(line.split()[1]) for line in status if "ctxt_switches:" in line)
+        except OSError:
+            continue
+    return total
+
+
 def busy_share(seconds: float = 1.0) -> float:
     """The share of this machine's CPU time (every core) spent on anything but idling and waiting for I/O over
     the next `seconds` (/proc/stat)."""
@@ -229,7 +246,7 @@ class RunMeter:
 
     `used` after the `with`: workers, runner, postgres (CPU seconds), commits, sessions, sql, tasks_run (Celery
     tasks the workers started), redis (the workers' commands), runner_redis (this process: starts and the websocket
-    watcher), redis_server (all clients)."""
+    watcher), redis_server (all clients), switches (the workers' threads' context switches)."""
 
     def __init__(self, stack: Any, worker_pids: list[int]) -> None:
         self.stack, self.worker_pids = stack, worker_pids
@@ -246,11 +263,13 @@ class RunMeter:
 
     def __enter__(self) -> RunMeter:
         self._before = self._counts()
+        self._switches = sum(thread_switches(pid) for pid in self.worker_pids)
         self.cpu.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.used = dict(self.cpu.stop())
+        self.used["switches"] = sum(thread_switches(pid) for pid in self.worker_pids) - self._switches
         workers, runner, server = self._counts()
         self.used["sql"] = workers["sql"] - self._before[0]["sql"]
         self.used["tasks_run"] = workers["tasks"] - self._before[0]["tasks"]

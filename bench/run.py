@@ -513,6 +513,15 @@ class Bench:
                 ),
             ),
             Row(
+                "thread switches per task, workers",
+                f"{per_task('switches'):.1f}",
+                "context switches of the workers' threads (/proc: a wait for the interpreter lock, a socket or a "
+                "lock, or preemption); each run: "
+                + ", ".join(f"{c['switches'] / r.tasks:.1f}" for r, c in runs)
+                + ". A count, so it moves less with the machine's speed than CPU does",
+                load=loads,
+            ),
+            Row(
                 "events recorded per second",
                 f"{median([r.events / r.wall for r, _ in runs]):.0f}/s",
                 f"{runs[0][0].events} events per research",

@@ -11,6 +11,14 @@ from workers.errors import DeadlineExceeded
 
 
 @pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> deadline._AlarmClock:
+    """An alarm clock of its own for the test."""
+    own = deadline._AlarmClock()
+    monkeypatch.setattr(deadline, "_clock", own)
+    return own
+
+
+@pytest.fixture
 def runners(monkeypatch: pytest.MonkeyPatch) -> deadline._Runners:
     """A pool of its own for the test, limited to 3 threads."""
     pool = deadline._Runners(3)
@@ -97,7 +105,7 @@ def test_an_idle_runner_ends(runners: deadline._Runners, monkeypatch: pytest.Mon
     assert deadline.call_within(lambda: "new", 5, "later") == "new"
 
 
-def test_an_alarm_fires_unless_cancelled(runners: deadline._Runners) -> None:
+def test_an_alarm_fires_unless_cancelled(runners: deadline._Runners, clock: deadline._AlarmClock) -> None:
     rang = threading.Event()
     alarm = deadline.Alarm(0.05, rang.set)
     alarm.start()
@@ -113,7 +121,9 @@ def test_an_alarm_fires_unless_cancelled(runners: deadline._Runners) -> None:
     assert not cancelled.fired
 
 
-def test_an_alarm_is_armed_even_when_every_runner_is_busy(runners: deadline._Runners) -> None:
+def test_an_alarm_is_armed_even_when_every_runner_is_busy(
+    runners: deadline._Runners, clock: deadline._AlarmClock
+) -> None:
     release = threading.Event()
     for _ in range(3):
         with pytest.raises(DeadlineExceeded):
@@ -124,3 +134,48 @@ def test_an_alarm_is_armed_even_when_every_runner_is_busy(runners: deadline._Run
         assert rang.wait(5)
     finally:
         release.set()
+
+
+def test_alarms_share_one_clock_thread_and_fire_in_due_order(
+    runners: deadline._Runners, clock: deadline._AlarmClock
+) -> None:
+    fired: list[str] = []
+    lock = threading.Lock()
+
+    def note(name: str) -> None:
+        with lock:
+            fired.append(name)
+
+    before = threading.active_count()
+    late = deadline.Alarm(0.6, lambda: note("late"))
+    late.start()
+    # Armed after the late one and due sooner: the clock, asleep until the late one, is woken for it.
+    soon = deadline.Alarm(0.1, lambda: note("soon"))
+    soon.start()
+    quiet = [deadline.Alarm(0.2, lambda: note("cancelled")) for _ in range(20)]
+    for alarm in quiet:
+        alarm.start()
+    for alarm in quiet:
+        alarm.cancel()
+    # 22 alarms wait on one clock thread (and at most one runner fires them), not on a thread each.
+    assert threading.active_count() <= before + 2
+    assert wait_until(lambda: "soon" in fired, 2)
+    assert "late" not in fired
+    assert wait_until(lambda: "late" in fired, 3)
+    assert fired == ["soon", "late"]
+    assert soon.fired and late.fired and not any(alarm.fired for alarm in quiet)
+    assert wait_until(lambda: clock.waiting == 0)
+
+
+def test_a_cancelled_alarm_at_the_top_does_not_delay_the_next(
+    runners: deadline._Runners, clock: deadline._AlarmClock
+) -> None:
+    first = deadline.Alarm(0.05, lambda: None)
+    first.start()
+    first.cancel()
+    rang = threading.Event()
+    started = time.monotonic()
+    deadline.Alarm(0.1, rang.set).start()
+    assert rang.wait(5)
+    assert time.monotonic() - started < 1
+    assert not first.fired

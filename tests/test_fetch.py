@@ -7,6 +7,7 @@ import ipaddress
 import pickle
 import random
 import socket
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -470,6 +471,28 @@ def test_fetch_page_connects_to_the_address_it_vetted(monkeypatch: pytest.Monkey
     assert page.title == "Pinned"
     assert lookups == ["docs.internal"]
     assert web.requests[-1].headers["Host"] == f"docs.internal:{web.port}"
+
+
+def test_an_address_is_not_looked_up_on_a_thread_of_its_own(monkeypatch: pytest.MonkeyPatch, web: FakeWeb) -> None:
+    # given a record of the threads that resolve hosts
+    real = socket.getaddrinfo
+    resolved_on: dict[str, int] = {}
+
+    def getaddrinfo(host: str, *args: Any, **kwargs: Any) -> Any:
+        resolved_on[host] = threading.get_ident()
+        return real("127.0.0.1" if host == "web.internal" else host, *args, **kwargs)
+
+    monkeypatch.setattr(netguard.socket, "getaddrinfo", getaddrinfo)
+    allowed = frozenset({f"127.0.0.1:{web.port}", f"web.internal:{web.port}"})
+
+    # when a page is fetched by address, and one by name
+    fetch_page(f"http://127.0.0.1:{web.port}/page/by-address", allowed_private=allowed)
+    fetch_page(f"http://web.internal:{web.port}/page/by-name", allowed_private=allowed)
+
+    # then the address was only parsed, on the fetching thread (it cannot hang: no deadline thread needed), and
+    # the name went to a resolver thread, whose wait the fetch can give up on
+    assert resolved_on["127.0.0.1"] == threading.get_ident()
+    assert resolved_on["web.internal"] != threading.get_ident()
 
 
 # --- units --------------------------------------------------------------------------------------------------

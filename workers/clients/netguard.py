@@ -119,6 +119,15 @@ def is_public_address(ip: IPAddress) -> bool:
     return not any(ip.version == net.version and ip in net for net in _EXTRA_BLOCKED)
 
 
+def _is_address(host: str) -> bool:
+    """True when `host` is an IPv4 or IPv6 address in its standard spelling (brackets allowed), not a name."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def endpoint_key(host: str, port: int) -> str:
     """The allow-list spelling of an endpoint: lower-case host, IPv6 in brackets, explicit port."""
     host = host.strip().lower().rstrip(".")
@@ -249,11 +258,17 @@ class GuardedAdapter(HTTPAdapter):
         lookup_timeout = conn.timeout if isinstance(conn.timeout, int | float) else DNS_TIMEOUT
         try:
             # Every family, even one this host cannot reach: what is vetted must not depend on the machine.
-            infos = call_within(
-                lambda: socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM),
-                lookup_timeout,
-                f"DNS lookup of {host}",
-            )
+            if _is_address(host):
+                # An address needs no resolver (AI_NUMERICHOST only parses it), so it cannot hang: no thread.
+                infos = socket.getaddrinfo(
+                    host.strip("[]"), port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST
+                )
+            else:
+                infos = call_within(
+                    lambda: socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM),
+                    lookup_timeout,
+                    f"DNS lookup of {host}",
+                )
         except socket.gaierror as exc:
             raise NameResolutionError(host, conn, exc) from exc
         except DeadlineExceeded as exc:

@@ -55,6 +55,8 @@ def _client() -> redis.Redis:
     if client is None or getattr(_local, "url", None) != settings.REDIS_URL:
         client = _local.client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
         _local.url = settings.REDIS_URL
+        # Registered once per client: registering hashes the script's text, a few times per page otherwise.
+        _local.rate, _local.slot = client.register_script(_RATE), client.register_script(_SLOT)
     return client
 
 
@@ -66,7 +68,8 @@ def wait_for_rate(service: str, per_second: float, max_wait: float = 300.0) -> N
     window_ms, limit = (1000, int(per_second)) if per_second >= 1 else (int(1000 / per_second), 1)
     deadline = time.monotonic() + max_wait
     member = uuid.uuid4().hex
-    script = _client().register_script(_RATE)
+    _client()
+    script = _local.rate
     while True:
         wait_ms = int(script(keys=[f"ratelimit:{service}"], args=[window_ms, limit, member]))
         if wait_ms == 0:
@@ -90,7 +93,7 @@ def host_slot(host: str, limit: int, lease_seconds: float, max_wait: float) -> I
         return
     key, member = f"hostslots:{host}", uuid.uuid4().hex
     client = _client()
-    script = client.register_script(_SLOT)
+    script = _local.slot
     deadline = time.monotonic() + max_wait
     while not int(script(keys=[key], args=[limit, int(lease_seconds * 1000), member])):
         if time.monotonic() > deadline:
