@@ -120,9 +120,9 @@ def is_public_address(ip: IPAddress) -> bool:
 
 
 def _is_address(host: str) -> bool:
-    """True when `host` is an IPv4 or IPv6 address in its standard spelling (brackets allowed), not a name."""
+    """True when `host` (as urllib3 passes it: an IPv6 address without brackets) is an IP address, not a name."""
     try:
-        ipaddress.ip_address(host.strip("[]"))
+        ipaddress.ip_address(host)
     except ValueError:
         return False
     return True
@@ -260,9 +260,7 @@ class GuardedAdapter(HTTPAdapter):
             # Every family, even one this host cannot reach: what is vetted must not depend on the machine.
             if _is_address(host):
                 # An address needs no resolver (AI_NUMERICHOST only parses it), so it cannot hang: no thread.
-                infos = socket.getaddrinfo(
-                    host.strip("[]"), port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST
-                )
+                infos = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
             else:
                 infos = call_within(
                     lambda: socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM),

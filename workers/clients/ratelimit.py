@@ -11,9 +11,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import redis
 from django.conf import settings
+from redis.commands.core import Script
 
 from workers.clients.deadline import time_left
 from workers.errors import TransientError
@@ -50,14 +52,21 @@ return 0
 _local = threading.local()
 
 
-def _client() -> redis.Redis:
-    client = getattr(_local, "client", None)
-    if client is None or getattr(_local, "url", None) != settings.REDIS_URL:
-        client = _local.client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+class _Redis(NamedTuple):
+    """A thread's client and the limiter's scripts on it, registered once (registering hashes a script's text)."""
+
+    client: redis.Redis
+    rate: Script
+    slot: Script
+
+
+def _redis() -> _Redis:
+    current: _Redis | None = getattr(_local, "redis", None)
+    if current is None or getattr(_local, "url", None) != settings.REDIS_URL:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+        current = _local.redis = _Redis(client, client.register_script(_RATE), client.register_script(_SLOT))
         _local.url = settings.REDIS_URL
-        # Registered once per client: registering hashes the script's text, a few times per page otherwise.
-        _local.rate, _local.slot = client.register_script(_RATE), client.register_script(_SLOT)
-    return client
+    return current
 
 
 def wait_for_rate(service: str, per_second: float, max_wait: float = 300.0) -> None:
@@ -68,8 +77,7 @@ def wait_for_rate(service: str, per_second: float, max_wait: float = 300.0) -> N
     window_ms, limit = (1000, int(per_second)) if per_second >= 1 else (int(1000 / per_second), 1)
     deadline = time.monotonic() + max_wait
     member = uuid.uuid4().hex
-    _client()
-    script = _local.rate
+    script = _redis().rate
     while True:
         wait_ms = int(script(keys=[f"ratelimit:{service}"], args=[window_ms, limit, member]))
         if wait_ms == 0:
@@ -92,8 +100,7 @@ def host_slot(host: str, limit: int, lease_seconds: float, max_wait: float) -> I
         yield
         return
     key, member = f"hostslots:{host}", uuid.uuid4().hex
-    client = _client()
-    script = _local.slot
+    client, _, script = _redis()
     deadline = time.monotonic() + max_wait
     while not int(script(keys=[key], args=[limit, int(lease_seconds * 1000), member])):
         if time.monotonic() > deadline:
