@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source import parse as source_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("research", "researchsite", "workers")
 
@@ -40,7 +42,7 @@ def layer_of(module: str) -> str | None:
 def imported_modules(source: str) -> list[tuple[int, str]]:
     """(line, module) of every import in the source, the names of `from x import y` included as `x.y`."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(source_tree(source)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -163,3 +165,25 @@ def test_layers_cycle_check_catches_a_deferred_cycle() -> None:
         "workers.agents.types": "",
     }
     assert cycles(sources) == [["workers.agents.evaluator", "workers.agents.extractive"]]
+
+
+def test_the_source_parser_tries_again_after_the_interpreters_race(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_parse, failures = ast.parse, ["AST constructor recursion depth mismatch (before=123, after=56)"]
+
+    def racing(source: str) -> ast.Module:
+        if failures:
+            raise SystemError(failures.pop())
+        return real_parse(source)
+
+    monkeypatch.setattr(ast, "parse", racing)
+    assert [type(node).__name__ for node in source_tree("import os\n").body] == ["Import"]
+    assert failures == []
+
+
+def test_the_source_parser_lets_other_errors_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(source: str) -> ast.Module:
+        raise SystemError("something else")
+
+    monkeypatch.setattr(ast, "parse", broken)
+    with pytest.raises(SystemError, match="something else"):
+        source_tree("import os\n")

@@ -9,6 +9,7 @@ import pytest
 from research import transitions
 from research.dispatch import QUEUED
 from research.models import Research, ResearchStatus
+from tests.support.source import parse as source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 HOME = ROOT / "research" / "transitions.py"
@@ -18,7 +19,7 @@ WRITES = {"update", "bulk_update", "update_or_create", "save"}
 def research_writes(source: str) -> list[int]:
     """Lines of `Research.objects….update(…)` (and bulk_update, update_or_create) calls in the source."""
     lines = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(source_tree(source)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITES):
             continue
         receiver = node.func.value
