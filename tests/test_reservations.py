@@ -1,6 +1,8 @@
 """Reservations of the rows of messages a worker took from the queue: none for a message started at once, one
 statement per kind of row for those that wait, and a row handed back when its task ended while it was reserved."""
 
+from collections.abc import Iterator
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -20,6 +22,18 @@ def running(user) -> Research:
 
 
 @pytest.fixture
+def beats() -> Iterator[Heartbeat]:
+    """A heartbeat of the test's own. What it still holds at the end is released: its thread would otherwise
+    renew those rows every quarter of a lease for the rest of the run, and log a failure, with its traceback, each
+    time it is refused the database (by a test without one), on whichever test is running then."""
+    heartbeat = Heartbeat()
+    yield heartbeat
+    while held := heartbeat.held():
+        for model, pk in held:
+            heartbeat.release(model, pk)
+
+
+@pytest.fixture
 def websites(running) -> list[Website]:
     query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o", claimed_by=QUEUED)
     return [
@@ -35,9 +49,9 @@ def claimed_by(row) -> str:
     return row.claimed_by
 
 
-def test_a_message_started_at_once_reserves_nothing(websites) -> None:
+def test_a_message_started_at_once_reserves_nothing(websites, beats) -> None:
     # given a message received and started within RESERVE_AFTER
-    reservations = Reservations(Heartbeat(), background=False)
+    reservations = Reservations(beats, background=False)
     reservations.received("task-a", Website, websites[0].pk, now=100.0)
     reservations.started("task-a")
     # when the reservations come due
@@ -49,9 +63,8 @@ def test_a_message_started_at_once_reserves_nothing(websites) -> None:
     assert reservations.ended("task-a") is None
 
 
-def test_messages_that_wait_are_reserved_in_one_statement_per_kind_of_row(websites) -> None:
+def test_messages_that_wait_are_reserved_in_one_statement_per_kind_of_row(websites, beats) -> None:
     # given three website messages and a query message received, one website row already claimed elsewhere
-    beats = Heartbeat()
     reservations = Reservations(beats, background=False)
     Website.objects.filter(pk=websites[2].pk).update(claimed_by="other-task host:1:thread")
     query = websites[0].query
@@ -75,9 +88,9 @@ def test_messages_that_wait_are_reserved_in_one_statement_per_kind_of_row(websit
     assert reservations.reserve_due(now=200.0) == 0  # nothing is due twice
 
 
-def test_a_task_that_ends_while_its_row_is_reserved_hands_it_back(websites, monkeypatch) -> None:
+def test_a_task_that_ends_while_its_row_is_reserved_hands_it_back(websites, beats, monkeypatch) -> None:
     # given a message due whose task ends while the statement reserving its row runs
-    reservations = Reservations(Heartbeat(), background=False)
+    reservations = Reservations(beats, background=False)
     reservations.received("task-a", Website, websites[0].pk, now=100.0)
     real = heartbeat_module.reserve_rows
 
