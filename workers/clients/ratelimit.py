@@ -53,8 +53,10 @@ _local = threading.local()
 
 
 class _Redis(NamedTuple):
-    """A thread's client and the limiter's scripts on it, registered once (registering hashes a script's text)."""
+    """A thread's client and the limiter's scripts on it, registered once (registering hashes a script's text), for
+    the Redis at `url` (tests point the setting elsewhere between runs)."""
 
+    url: str
     client: redis.Redis
     rate: Script
     slot: Script
@@ -62,10 +64,10 @@ class _Redis(NamedTuple):
 
 def _redis() -> _Redis:
     current: _Redis | None = getattr(_local, "redis", None)
-    if current is None or getattr(_local, "url", None) != settings.REDIS_URL:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
-        current = _local.redis = _Redis(client, client.register_script(_RATE), client.register_script(_SLOT))
-        _local.url = settings.REDIS_URL
+    url = settings.REDIS_URL
+    if current is None or current.url != url:
+        client = redis.Redis.from_url(url, socket_timeout=5)
+        current = _local.redis = _Redis(url, client, client.register_script(_RATE), client.register_script(_SLOT))
     return current
 
 
@@ -100,13 +102,13 @@ def host_slot(host: str, limit: int, lease_seconds: float, max_wait: float) -> I
         yield
         return
     key, member = f"hostslots:{host}", uuid.uuid4().hex
-    client, _, script = _redis()
+    limiter = _redis()
     deadline = time.monotonic() + max_wait
-    while not int(script(keys=[key], args=[limit, int(lease_seconds * 1000), member])):
+    while not int(limiter.slot(keys=[key], args=[limit, int(lease_seconds * 1000), member])):
         if time.monotonic() > deadline:
             raise TransientError(f"no free slot for {host} within {max_wait}s")
         time.sleep(0.05)
     try:
         yield
     finally:
-        client.zrem(key, member)
+        limiter.client.zrem(key, member)
