@@ -14,11 +14,11 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
 from research.dispatch import QUEUED, SWEEPER, WAITING
-from research.models import Research, ResearchStatus
+from research.models import ReportSection, Research, ResearchStatus, SectionStatus
 from research.types import ResearchId
 
 
@@ -44,6 +44,20 @@ def assembly_due(research_id: ResearchId) -> bool:
             claimed_at=timezone.now(), claimed_by=QUEUED
         )
     )
+
+
+def claim_assembly(research_id: ResearchId, claimable: Q, holder: str) -> bool:
+    """Take the row's lease for the report's assembly, only once every section of its version is written.
+
+    Checked in the same UPDATE: an assembly delivered early (a duplicate, a redelivery) that took the lease and
+    then found a section unwritten would hold the row while the last section's `assembly_due` found it taken, and
+    the report would wait a whole lease for the sweeper. Refused here, it leaves the row waiting, and the last
+    section to land queues the assembly as usual.
+    """
+    unwritten = ReportSection.objects.filter(research_id=OuterRef("pk"), version=OuterRef("report_version")).exclude(
+        status=SectionStatus.WRITTEN
+    )
+    return claim(research_id, claimable & ~Exists(unwritten), holder, status=ResearchStatus.REPORTING)
 
 
 def claim(research_id: ResearchId, claimable: Q, holder: str, **only_if: Any) -> bool:

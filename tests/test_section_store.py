@@ -135,6 +135,22 @@ def test_the_last_section_to_land_queues_the_assembly_until_the_assembly_claims(
     assert published == ["workers.tasks.assemble_report_task"] * 2
 
 
+def test_an_assembly_delivered_before_the_last_section_leaves_the_row_waiting(reporting, published) -> None:
+    first, second, third = section_ids(reporting)
+    report.write_section(first)
+    report.write_section(second)
+    documents = list(reporting.documents.values_list("pk", flat=True))
+    # when an assembly is delivered early (a duplicate or a redelivery) while a section is still unwritten
+    report.assemble_report(str(reporting.pk), "early-assembly")
+    # then it does not take the research row, and stores nothing
+    assert Research.objects.get(pk=reporting.pk).claimed_by == QUEUED
+    assert list(reporting.documents.values_list("pk", flat=True)) == documents
+    # so the last section to land still finds the row waiting and queues the assembly at once (had the early
+    # delivery kept the row, the report would have waited a whole lease for the sweeper)
+    report.write_section(third)
+    assert published == ["workers.tasks.assemble_report_task"]
+
+
 def test_a_section_reads_its_row_and_research_in_one_statement_without_the_outline(reporting, published) -> None:
     from django.test.utils import CaptureQueriesContext
 

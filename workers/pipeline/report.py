@@ -402,8 +402,8 @@ def section_failed(section_id: int, error: BaseException) -> None:
 def assemble_report(research_id: str, task_id: str | None = None) -> None:
     """Every section written: assemble the report, check it as a whole, store it and complete the research."""
     owner = claim_owner(task_id)
-    if not transitions.claim(research_id, claimable(owner), owner + worker_name(), status=ResearchStatus.REPORTING):
-        return
+    if not transitions.claim_assembly(research_id, claimable(owner), owner + worker_name()):
+        return  # claimed by another delivery, over, or a section is still unwritten (the last one queues this)
     with holding(Research, research_id):
         _write(research_id)
 
@@ -413,7 +413,7 @@ def _write(research_id: str) -> None:
     research = Research.objects.get(pk=research_id)
     sections = list(ReportSection.objects.filter(research_id=research_id, version=research.report_version))
     if any(section.status != SectionStatus.WRITTEN for section in sections):
-        return  # not every section is written yet: the last one to land queues the assembly
+        return  # not reached: the claim (claim_assembly) waits for every section; kept so no report is short
     sources, page_texts = collect_sources(research_id, *_sources_allowance(research))
     page_texts.load(source.url for source in sources)  # the report cites most of them: one query
     outline = research.report_outline or {}
