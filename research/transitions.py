@@ -57,7 +57,7 @@ def claim_assembly(research_id: ResearchId, claimable: Q, holder: str) -> bool:
     unwritten = ReportSection.objects.filter(research_id=OuterRef("pk"), version=OuterRef("report_version")).exclude(
         status=SectionStatus.WRITTEN
     )
-    return claim(research_id, claimable & ~Exists(unwritten), holder, status=ResearchStatus.REPORTING)
+    return claim(research_id, claimable & Q(~Exists(unwritten)), holder, status=ResearchStatus.REPORTING)
 
 
 def claim(research_id: ResearchId, claimable: Q, holder: str, **only_if: Any) -> bool:
