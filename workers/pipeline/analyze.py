@@ -4,12 +4,23 @@ import json
 import logging
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database
+from research import database, dispatch, push
+from research.dispatch import QUEUED
 from research.events import record_event
-from research.models import EventType, Extract, Page, Research, SerpQuery, Website, WebsiteStatus
+from research.models import (
+    Event,
+    EventType,
+    Extract,
+    Page,
+    QueryStatus,
+    Research,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
 from research.text.quotes import PageText
 from research.types import ResearchId
 from research.usage import BudgetState
@@ -19,7 +30,7 @@ from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
 from workers.pipeline.locks import claim_owner, claimable, claimable_sql, worker_name
-from workers.pipeline.tree_writes import tree_transaction
+from workers.pipeline.tree_writes import WRITABLE, tree_transaction
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +101,12 @@ def analyze_claimed(claimed: Claimed) -> None:
     if dropped:
         log.info("dropped %s quotes not found on %s", dropped, url)
 
+    facts = [(finding.fact, finding.quote) for finding in kept]
+    if not dropped and database.one_statement_writes():
+        _store_analysis_at_once(research_id, website_id, query_id, url, facts)
+        return
     with tree_transaction(research_id):
-        remaining = _store_analysis(research_id, website_id, query_id, [(f.fact, f.quote) for f in kept])
+        remaining = _store_analysis(research_id, website_id, query_id, facts)
         if remaining is None:
             return  # a duplicate delivery got here first
         progress.add_dropped_quotes(research_id, dropped)
@@ -155,6 +170,72 @@ def _store_analysis(
         )
         row = cursor.fetchone()
     return row[0] if row is not None else None
+
+
+def _store_analysis_at_once(
+    research_id: ResearchId, website_id: int, query_id: int, url: str, facts: list[tuple[str, str]]
+) -> None:
+    """The analysis stored by one statement on its own, its own transaction (PostgreSQL), where no quote was
+    dropped (a drop is counted on the research row, which the tree transaction writes): the website `analyzed`, its
+    extracts and event inserted, its query counted down, and the query sent to its review by the last of its
+    websites. Nothing is written where the website is no longer analysing (a duplicate delivery stored it) or the
+    research no longer writes its tree (it ended: its rows were stopped, or are being).
+
+    Run as a transaction of four round trips (BEGIN, the store, the events with the research's state, COMMIT), the
+    query's row stayed locked from the store to the commit, two of the worker's socket waits and the interpreter
+    lock between them: a query's websites, analysed together, waited on each other in a line, 6.6 ms each on
+    average in a (4,3) at real latencies and 20 ms at zero latency (up to 109 ms). Alone, the statement commits as
+    it ends and holds the row for its own execution only.
+
+    Its locks are taken in the order of `scrape._claim_new_page`'s: the research row shared (FOR KEY SHARE, which
+    only an ending waits for, and which waits for an ending and then reads its status), the website, its query."""
+    now = timezone.now()
+    data = {"website_id": website_id, "url": url, "facts": len(facts), "quotes_dropped": 0}
+    with database.prepared_cursor() as cursor:
+        cursor.execute(
+            f"WITH research AS (SELECT id FROM {Research._meta.db_table} WHERE id = %(research)s "
+            "AND status = ANY(%(writable)s) AND stop_reason = '' FOR KEY SHARE), "
+            f"website AS (UPDATE {Website._meta.db_table} w SET status = %(analyzed)s, finished_at = %(now)s "
+            "FROM research WHERE w.id = %(website)s AND w.status = %(analyzing)s "
+            "RETURNING w.id, w.research_id, w.query_id), "
+            f"extract AS (INSERT INTO {Extract._meta.db_table} (research_id, website_id, position, fact, quote) "
+            "SELECT website.research_id, website.id, item.ordinality - 1, item.value->>0, item.value->>1 "
+            "FROM website, jsonb_array_elements(%(facts)s::jsonb) WITH ORDINALITY AS item), "
+            f"event AS (INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
+            "SELECT website.research_id, NULL, %(event)s, %(data)s::jsonb, %(now)s FROM website) "
+            # The last website counted off hands its query to the review, as `progress.query_to_review` does.
+            f"UPDATE {SerpQuery._meta.db_table} AS query SET pending_websites = query.pending_websites - 1, "
+            "status = CASE WHEN query.pending_websites = 1 AND query.status = %(scraping)s THEN %(reviewing)s "
+            "ELSE query.status END, "
+            "claimed_at = CASE WHEN query.pending_websites = 1 AND query.status = %(scraping)s THEN %(now)s "
+            "ELSE query.claimed_at END, "
+            "claimed_by = CASE WHEN query.pending_websites = 1 AND query.status = %(scraping)s THEN %(queued)s "
+            "ELSE query.claimed_by END, "
+            "attempts = CASE WHEN query.pending_websites = 1 AND query.status = %(scraping)s THEN 0 "
+            "ELSE query.attempts END "
+            "FROM website WHERE query.id = website.query_id "
+            "RETURNING query.status = %(reviewing)s AND query.claimed_at = %(now)s AND query.claimed_by = %(queued)s",
+            {
+                "research": Research._meta.pk.get_db_prep_value(research_id, connection),
+                "writable": sorted(WRITABLE),
+                "website": website_id,
+                "analyzing": WebsiteStatus.ANALYZING,
+                "analyzed": WebsiteStatus.ANALYZED,
+                "now": now,
+                "facts": json.dumps(facts),
+                "event": EventType.ANALYZED,
+                "data": json.dumps(data),
+                "scraping": QueryStatus.SCRAPING,
+                "reviewing": QueryStatus.REVIEWING,
+                "queued": QUEUED,
+            },
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return  # a duplicate delivery stored it first, or the research ended
+    push.push_on_commit(research_id)  # committed already: pushed now
+    if row[0]:  # this statement handed the query on (the lease it wrote is its own)
+        dispatch.REVIEW.on_commit(query_id)
 
 
 def analysis_failed(website_id: int, error: BaseException) -> None:
