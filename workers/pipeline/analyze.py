@@ -139,6 +139,15 @@ def _claim(website_id: int, page_id: int, owner: str) -> str | None:
     return None if row is None else row[0] or ""
 
 
+# The extracts of the website a statement's `website` CTE just set `analyzed`, from the JSON list of (fact, quote)
+# pairs `%(facts)s`.
+_INSERT_EXTRACTS = (
+    f"extract AS (INSERT INTO {Extract._meta.db_table} (research_id, website_id, position, fact, quote) "
+    "SELECT website.research_id, website.id, item.ordinality - 1, item.value->>0, item.value->>1 "
+    "FROM website, jsonb_array_elements(%(facts)s::jsonb) WITH ORDINALITY AS item)"
+)
+
+
 def _store_analysis(
     research_id: ResearchId, website_id: int, query_id: int, facts: list[tuple[str, str]]
 ) -> int | None:
@@ -159,14 +168,18 @@ def _store_analysis(
     # One statement for the three, in the lock order (the website, then its query).
     with database.prepared_cursor() as cursor:
         cursor.execute(
-            f"WITH website AS (UPDATE {Website._meta.db_table} SET status = %s, finished_at = %s "
-            "WHERE id = %s AND status = %s RETURNING id, research_id, query_id), "
-            f"extract AS (INSERT INTO {Extract._meta.db_table} (research_id, website_id, position, fact, quote) "
-            "SELECT website.research_id, website.id, item.ordinality - 1, item.value->>0, item.value->>1 "
-            "FROM website, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS item) "
+            f"WITH website AS (UPDATE {Website._meta.db_table} SET status = %(analyzed)s, finished_at = %(now)s "
+            "WHERE id = %(website)s AND status = %(analyzing)s RETURNING id, research_id, query_id), "
+            f"{_INSERT_EXTRACTS} "
             f"UPDATE {SerpQuery._meta.db_table} AS query SET pending_websites = query.pending_websites - 1 "
             "FROM website WHERE query.id = website.query_id RETURNING query.pending_websites",
-            [WebsiteStatus.ANALYZED, now, website_id, WebsiteStatus.ANALYZING, json.dumps(facts)],
+            {
+                "analyzed": WebsiteStatus.ANALYZED,
+                "now": now,
+                "website": website_id,
+                "analyzing": WebsiteStatus.ANALYZING,
+                "facts": json.dumps(facts),
+            },
         )
         row = cursor.fetchone()
     return row[0] if row is not None else None
@@ -181,16 +194,16 @@ def _store_analysis_at_once(
     websites. Nothing is written where the website is no longer analysing (a duplicate delivery stored it) or the
     research no longer writes its tree (it ended: its rows were stopped, or are being).
 
-    Run as a transaction of four round trips (BEGIN, the store, the events with the research's state, COMMIT), the
-    query's row stayed locked from the store to the commit, two of the worker's socket waits and the interpreter
-    lock between them: a query's websites, analysed together, waited on each other in a line, 6.6 ms each on
-    average in a (4,3) at real latencies and 20 ms at zero latency (up to 109 ms). Alone, the statement commits as
-    it ends and holds the row for its own execution only.
+    In a tree transaction (BEGIN, the store, the events with the research's state, COMMIT) the query's row stayed
+    locked until the commit, across two of the worker's socket waits, and a query's websites, analysed together,
+    stored one after another (docs/performance.md, Finding 27). Alone, the statement commits as it ends and holds
+    the row for its own execution only.
 
     Its locks are taken in the order of `scrape._claim_new_page`'s: the research row shared (FOR KEY SHARE, which
     only an ending waits for, and which waits for an ending and then reads its status), the website, its query."""
     now = timezone.now()
     data = {"website_id": website_id, "url": url, "facts": len(facts), "quotes_dropped": 0}
+    last = "query.pending_websites = 1 AND query.status = %(scraping)s"  # this website is its query's last
     with database.prepared_cursor() as cursor:
         cursor.execute(
             f"WITH research AS (SELECT id FROM {Research._meta.db_table} WHERE id = %(research)s "
@@ -198,21 +211,15 @@ def _store_analysis_at_once(
             f"website AS (UPDATE {Website._meta.db_table} w SET status = %(analyzed)s, finished_at = %(now)s "
             "FROM research WHERE w.id = %(website)s AND w.status = %(analyzing)s "
             "RETURNING w.id, w.research_id, w.query_id), "
-            f"extract AS (INSERT INTO {Extract._meta.db_table} (research_id, website_id, position, fact, quote) "
-            "SELECT website.research_id, website.id, item.ordinality - 1, item.value->>0, item.value->>1 "
-            "FROM website, jsonb_array_elements(%(facts)s::jsonb) WITH ORDINALITY AS item), "
+            f"{_INSERT_EXTRACTS}, "
             f"event AS (INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
             "SELECT website.research_id, NULL, %(event)s, %(data)s::jsonb, %(now)s FROM website) "
             # The last website counted off hands its query to the review, as `progress.query_to_review` does.
             f"UPDATE {SerpQuery._meta.db_table} AS query SET pending_websites = query.pending_websites - 1, "
-            "status = CASE WHEN query.pending_websites = 1 AND query.status = %(scraping)s THEN %(reviewing)s "
-            "ELSE query.status END, "
-            "claimed_at = CASE WHEN query.pending_websites = 1 AND query.status = %(scraping)s THEN %(now)s "
-            "ELSE query.claimed_at END, "
-            "claimed_by = CASE WHEN query.pending_websites = 1 AND query.status = %(scraping)s THEN %(queued)s "
-            "ELSE query.claimed_by END, "
-            "attempts = CASE WHEN query.pending_websites = 1 AND query.status = %(scraping)s THEN 0 "
-            "ELSE query.attempts END "
+            f"status = CASE WHEN {last} THEN %(reviewing)s ELSE query.status END, "
+            f"claimed_at = CASE WHEN {last} THEN %(now)s ELSE query.claimed_at END, "
+            f"claimed_by = CASE WHEN {last} THEN %(queued)s ELSE query.claimed_by END, "
+            f"attempts = CASE WHEN {last} THEN 0 ELSE query.attempts END "
             "FROM website WHERE query.id = website.query_id "
             "RETURNING query.status = %(reviewing)s AND query.claimed_at = %(now)s AND query.claimed_by = %(queued)s",
             {
