@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BASE_STAMP := $(VENV)/.requirements-base.stamp
 DEV_STAMP := $(VENV)/.requirements-dev.stamp
 
-.PHONY: demo test test-fast lint format venv dev services browser migrate run worker beat flower bench clean
+.PHONY: demo test test-fast lint format venv dev services browser install-check migrate run worker beat flower bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,12 @@ format: dev
 demo: venv
 	DEMO_EXIT=$(DEMO_EXIT) $(PY) scripts/demo.py
 
-test: dev services browser lint
+# The runtime requirements installed with the pip a fresh Python 3.11 venv bundles, and the entry points imported
+# (scripts/check-install.sh): what a deployment's `pip install -r requirements/base.txt` gets.
+install-check:
+	PYTHON=$(PYTHON) bash scripts/check-install.sh
+
+test: dev services browser lint install-check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The inner loop: the unit and database lanes without the slow tests (no worker processes, daphne, Chromium or
