@@ -95,6 +95,25 @@ def error_body(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
+# Items an array with no `maxItems` gets from a model that writes as much as it may (`fill_to_max`).
+UNBOUNDED_FILL = 24
+
+
+def filled(value: Any, schema: dict[str, Any]) -> Any:
+    """`value` with every array repeated (cycling its own items) or cut to the schema's `maxItems`, or repeated to
+    UNBOUNDED_FILL items where it has none; an empty array stays empty (nothing to repeat)."""
+    if isinstance(value, list) and isinstance(schema, dict):
+        items = [filled(item, schema.get("items") or {}) for item in value]
+        if not items:
+            return items
+        size = schema.get("maxItems", UNBOUNDED_FILL)
+        return [items[index % len(items)] for index in range(size)]
+    if isinstance(value, dict) and isinstance(schema, dict):
+        properties = schema.get("properties") or {}
+        return {key: filled(item, properties.get(key) or {}) for key, item in value.items()}
+    return value
+
+
 class SchemaInstance:
     """Deterministic generator of an instance valid against a JSON schema (the subset LLM APIs accept)."""
 
@@ -218,6 +237,11 @@ class FakeLLM(FakeServer):
     - `cut_next(n)`: the next n answers stop halfway, `finish_reason: "length"`; an answer longer than
       `max_tokens` is always cut there.
     - `first_delay = s`: the first completion request waits s seconds before it answers.
+    - `fill_to_max = True`: a model that writes as much as the schema allows: every array of the answer (the
+      handler's or the generic one) repeated or cut to its `maxItems`, and one with no `maxItems` repeated to
+      UNBOUNDED_FILL items.
+    - `output_limit = N`: the server's own cap on answers: one longer than N tokens is cut there
+      (`finish_reason: "length"`), whatever `max_tokens` asks.
     """
 
     def __init__(self, model: str = "fake-model") -> None:
@@ -242,6 +266,8 @@ class FakeLLM(FakeServer):
             self.reasoning_field = False
             self.prose = False
             self.first_delay = 0.0
+            self.fill_to_max = False
+            self.output_limit: int | None = None
             self._cuts = 0
             self.overflows = 0  # requests refused because they did not fit the window
             self.delay = 0.0
@@ -378,6 +404,8 @@ class FakeLLM(FakeServer):
         else:
             handler = self.handlers.get(name) if name else None
             result = handler(body, schema) if handler else self.generate(name or "", schema)
+            if self.fill_to_max and not isinstance(result, str):
+                result = filled(result, schema)
             content = result if isinstance(result, str) else json.dumps(result)
             content = self._dressed(content)
         self._send_completion(request, body, content)
@@ -446,6 +474,8 @@ class FakeLLM(FakeServer):
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
         if self.context_window and not limit:
             limit = max(1, self.context_window - prompt_tokens)
+        if self.output_limit:
+            limit = min(limit or self.output_limit, self.output_limit)
         finish = "stop"
         with self._lock:
             cut_now = self._cuts > 0

@@ -7,14 +7,13 @@ question at all, and when they do not, which web search would find what is missi
 
 from typing import Any
 
-from django.conf import settings
-
 from research.text.storable import storable_data
-from workers.agents.common import Fence
-from workers.agents.report_writer import _PARAGRAPHS, _finding_blocks, _packets
+from workers.agents.common import Fence, trim_to_chars
+from workers.agents.report_writer import _PARAGRAPHS, finding_line, sources_text, split_sources
 from workers.agents.report_writer import SYSTEM as REPORT_SYSTEM
 from workers.agents.types import Answer, SourceNote
-from workers.clients.llm import answer_tokens, complete_json, room_for
+from workers.clients.llm import complete_json
+from workers.clients.model_window import Room
 
 NAME = "research_answer"
 VERDICTS = ("yes", "partly", "no")
@@ -45,20 +44,22 @@ _RESERVE = 300
 def answer(question: str, prompt: str, sources: list[SourceNote]) -> Answer:
     """The answer in SCHEMA's shape, from `sources` (best first): what does not fit the model's window is left
     out, from the end, so a small window still gets the best of them."""
-    model = settings.LLM_AGENT_MODELS["report_writer"]
     head = f"Research request:\n{prompt}\n\nQuestion about the finished research:\n{question}\n\n"
     ask = "Answer the question. Every sentence lists its source numbers and the exact quotes it rests on."
-    room = room_for("report_writer", model, answer_tokens("report_writer", model))
-    budget = room.chars(room.left(SYSTEM, head, ask, reserve=_RESERVE))
-    # The sources as the report's sections are given them, cut where the room ends: only the first part is sent.
-    packets = _packets(_finding_blocks(sources), max(2000, budget))
     fence = Fence.new("SOURCES")
-    user = (
-        f"{head}Numbered sources with the facts and passages taken from them, between {fence.start} and "
-        f"{fence.end}:\n{fence.around(packets[0] if packets else '')}\n\n{ask}"
-    )
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-    result = complete_json("report_writer", messages, NAME, SCHEMA)
+
+    def build(room: Room) -> list[dict[str, str]]:
+        # The sources as the report's sections are given them, cut where this call's room ends: the first part.
+        budget = room.chars(room.left(SYSTEM, head, ask, reserve=_RESERVE))
+        first = split_sources(sources, finding_line, budget, len(sources) * 1000)[0] if sources else []
+        given = trim_to_chars(sources_text(first, finding_line), budget)
+        user = (
+            f"{head}Numbered sources with the facts and passages taken from them, between {fence.start} and "
+            f"{fence.end}:\n{fence.around(given)}\n\n{ask}"
+        )
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+    result = complete_json("report_writer", build, NAME, SCHEMA)
     data = storable_data(result.data)
     verdict = data.get("sources_answer")
     return Answer(

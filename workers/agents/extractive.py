@@ -375,6 +375,16 @@ def write_section(
     return {"paragraphs": list(paragraphs.values()), "subsections": []}
 
 
+def section_from_findings(sources: list[SourceNote]) -> dict[str, Any]:
+    """The given findings as a section in report_writer.SECTION_SCHEMA's shape, without a model: each finding's
+    fact a sentence citing every given source it came from with its quote, one paragraph per first-cited source.
+    What the report writer falls back on for a part of a section its model could not write within its limits."""
+    paragraphs: dict[int, list[dict[str, Any]]] = {}
+    for item in _items(sources):
+        paragraphs.setdefault(min(item.quotes), []).append(item.as_sentence())
+    return {"paragraphs": list(paragraphs.values()), "subsections": []}
+
+
 def _items(sources: list[SourceNote]) -> list[_Item]:
     by_text: dict[str, _Item] = {}
     for source in sources:

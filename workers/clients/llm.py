@@ -146,6 +146,25 @@ class InvalidOutputError(PermanentError):
     """The model kept answering with JSON that is not valid against the schema."""
 
 
+class AnswerCut(InvalidOutputError):
+    """The answer was cut off at its length limit and no more room can be given: ask for less (the caller splits
+    its material), never the same again. Raised only to callers that said they can split (`can_split`)."""
+
+
+class PromptTooLarge(PermanentError):
+    """The prompt did not fit the model's window even built again for the window and token count the server's
+    errors named."""
+
+
+class NoRoom(Exception):  # noqa: N818  (a signal between a builder and its caller, not an error)
+    """Raised by a builder whose material does not fit the room it is given (the room shrank after a
+    context-length error): the caller splits the material into parts that fit `room` and asks for each."""
+
+    def __init__(self, room: Room) -> None:
+        super().__init__(f"the material does not fit a prompt of {room.tokens} tokens")
+        self.room = room
+
+
 @dataclass(frozen=True)
 class LLMResult:
     """The validated answer, and how many requests it took. Each request's tokens are recorded as it is made
@@ -240,24 +259,47 @@ def output_format(model: str) -> str:
 
 
 def answer_tokens(agent: str, model: str) -> int:
-    """`max_tokens` for the agent's answer (see ANSWER_TOKENS)."""
+    """`max_tokens` for the agent's answer (see ANSWER_TOKENS), within what the server lets an answer have."""
     tokens = ANSWER_TOKENS.get(agent, 2048)
     if model_window.reasoning_seen(model):
         tokens += REASONING_TOKENS
     window, _ = model_window.window(agent, model)
     if window:
         tokens = min(tokens, window // 3)
+    limit = model_window.output_limit(model)
+    if limit:
+        tokens = min(tokens, limit)
     return max(MIN_ANSWER_TOKENS, tokens)
 
 
-def room_for(agent: str, model: str, answer: int, extra: Sequence[dict[str, str]] = ()) -> Room:
-    """The prompt's room: the window less the answer's room, a safety margin and the messages added to it."""
+def writing_tokens(agent: str, model: str) -> int:
+    """Of the agent's answer room, what its JSON may take: a model that reasons writes its thinking in the same
+    room, which keeps up to half of it."""
+    answer = answer_tokens(agent, model)
+    if model_window.reasoning_seen(model):
+        return max(answer // 2, answer - REASONING_TOKENS)
+    return answer
+
+
+def room_for(
+    agent: str, model: str, answer: int, extra: Sequence[dict[str, str]] = (), ratio: float | None = None
+) -> Room:
+    """The prompt's room: the window less the answer's room, a safety margin and the messages added to it
+    (counted at `ratio` characters per token where the call has learned one, see Room)."""
     window, _ = model_window.window(agent, model)
     if not window:
-        return Room(model, UNKNOWN_WINDOW_ROOM)
+        return Room(model, UNKNOWN_WINDOW_ROOM, ratio)
     margin = max(64, window // 32)
-    taken = sum(model_window.estimate_tokens(model, m["content"], messages=1) for m in extra)
-    return Room(model, max(0, window - answer - margin - taken))
+    room = Room(model, window - answer - margin, ratio)
+    taken = sum(room.count(m["content"]) + model_window.TOKENS_PER_MESSAGE for m in extra)
+    return Room(model, max(0, room.tokens - taken), ratio)
+
+
+def prompt_room(agent: str, model: str | None = None) -> Room:
+    """The room an agent's prompt has now, its answer's room and the schema's instructions left out: what its
+    material is split to before the first call (each call's builder is given the room that call has)."""
+    model = model or settings.LLM_AGENT_MODELS.get(agent, settings.LLM_MODEL)
+    return room_for(agent, model, answer_tokens(agent, model))
 
 
 def _chars(messages: Messages) -> int:
@@ -284,14 +326,15 @@ def _create(
     client = _client()
     base_url = settings.OPENAI_BASE_URL or ""
     attempt = shrinks = 0
+    # Characters per token this call's prompt has shown (a server's count in its context-length error): a prompt
+    # of URLs and figures counts denser than the model's average, and is built again at its own density.
+    ratio: float | None = None
     while True:
         mode = output_format(model)
-        room = room_for(requests.agent, model, answer, tail)
-        messages = [*build(room), *tail]
-        if mode == "json_schema":
-            sent = messages
-        else:
-            sent = [{"role": "system", "content": schema_prompt(name, schema)}, *messages]
+        # Outside json_schema mode the schema goes in a message of its own: it takes room like any other.
+        instructions = [] if mode == "json_schema" else [{"role": "system", "content": schema_prompt(name, schema)}]
+        room = room_for(requests.agent, model, answer, [*instructions, *tail], ratio)
+        sent = [*instructions, *build(room), *tail]
         options: dict[str, Any] = {}
         if mode == "json_schema":
             options["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
@@ -313,12 +356,16 @@ def _create(
             requests.record(CallOutcome.ERROR)
             message = _error_text(exc)
             if model_window.is_context_error(message):
-                window = model_window.learn_from_error(model, message, exc.body, _chars(sent), answer)
+                chars = _chars(sent)
+                window, counted = model_window.learn_from_error(model, message, exc.body, chars, answer)
                 shrinks += 1
                 if shrinks > MAX_SHRINKS:
-                    raise PermanentError(
+                    raise PromptTooLarge(
                         f"the prompt does not fit the model's window of {window} tokens even cut down: {message}"
                     ) from exc
+                # Built again at the density the server counted (a little under it, for the template's tokens),
+                # or, where it did not say, a fifth denser than this attempt was counted at.
+                ratio = chars / counted * 0.97 if counted else room.chars_per_token * 0.8
                 answer = min(answer, max(MIN_ANSWER_TOKENS, window // 3))
                 continue
             refused_max_tokens = "max_tokens" in message and "max_completion_tokens" in message
@@ -388,13 +435,19 @@ def complete_json(
     schema: dict[str, Any],
     validation_schema: dict[str, Any] | None = None,
     deadline: float | None = None,
+    can_split: bool = False,
 ) -> LLMResult:
     """Ask `agent`'s model for JSON matching `schema`; validate against `validation_schema` (default: schema).
 
     `messages` is the prompt, or a builder that makes it for the room the window leaves (see model_window.Room):
-    a builder's prompt is cut to fit, and built again smaller when the server says it did not. The whole call
-    (attempts, backoff, re-asks) ends by its deadline (see the module doc), or by `deadline` (a
-    `time.monotonic()` value) if that comes first, with DeadlineExceeded when the model did not answer in time.
+    a builder's prompt is cut to fit, and built again smaller when the server says it did not (a builder may raise
+    NoRoom instead, for its caller to split its material). The whole call (attempts, backoff, re-asks) ends by its
+    deadline (see the module doc), or by `deadline` (a `time.monotonic()` value) if that comes first, with
+    DeadlineExceeded when the model did not answer in time.
+
+    An answer cut at its length limit is asked again with more room where the window and the server allow it;
+    where they do not, a caller that can ask for less (`can_split`: it splits its material and asks for each part)
+    gets AnswerCut at once, and any other is asked for a shorter answer.
     """
     model = settings.LLM_AGENT_MODELS.get(agent, settings.LLM_MODEL)
     expires_at = expiry(model_window.call_deadline(model), deadline)
@@ -428,15 +481,29 @@ def complete_json(
             problem = "the answer held no JSON object"
         requests.record(CallOutcome.INVALID_OUTPUT, *used)
         if cut:
-            answer, tail = _after_cut(agent, model, answer, messages=tail)
+            if _capped(agent, model, completion, answer):
+                model_window.learn_output_limit(model, completion.completion_tokens)
             problem = f"the answer was cut off at its limit of {answer} tokens"
-            log.warning("agent %s: answer cut at its length limit; asking again (room %s tokens)", agent, answer)
+            larger = _larger_answer(agent, model, answer)
+            if larger is not None and attempt < attempts - 1:
+                answer = larger
+                log.warning("agent %s: answer cut at its length limit; asking again with %s tokens", agent, answer)
+                continue
+            if can_split:
+                raise AnswerCut(f"agent {agent}: {problem}, with no more room to give")
+            answer = min(answer, model_window.output_limit(model) or answer)
+            again = " It was cut off again: give half as many items as the last time." if tail else ""
+            limit = f" All of it must fit in {answer} tokens."
+            tail = [{"role": "user", "content": SHORTER + limit + again}]
+            log.warning("agent %s: answer cut at its length limit; asking for a shorter one", agent)
             continue
         log.warning("agent %s gave invalid output (%s); asking again", agent, problem)
         tail = [
             {"role": "assistant", "content": content[:2000]},
             {"role": "user", "content": f"That answer was unusable: {problem}. Answer again with valid JSON only."},
         ]
+    if can_split and problem.startswith("the answer was cut off"):
+        raise AnswerCut(f"agent {agent}: {problem}")
     raise InvalidOutputError(f"agent {agent} gave invalid output {calls} times; last problem: {problem}")
 
 
@@ -446,11 +513,23 @@ SHORTER = (
 )
 
 
-def _after_cut(agent: str, model: str, answer: int, messages: Messages) -> tuple[int, Messages]:
-    """(the next answer's room, messages to add) after an answer cut at its limit: twice the room where the window
-    has it to give, else the same room and a request for a shorter answer."""
+def _capped(agent: str, model: str, completion: Completion, answer: int) -> bool:
+    """Whether an answer cut for its length shows a cap of the server's on answers: it stopped well short of the
+    room it was given (and of MIN_ANSWER_TOKENS: no server caps answers lower), and not because the window was
+    full (where the window is known)."""
+    tokens = completion.completion_tokens
+    if not MIN_ANSWER_TOKENS <= tokens < answer * 0.9:
+        return False
+    window, _ = model_window.window(agent, model)
+    return window is None or completion.prompt_tokens + tokens < window * 0.9
+
+
+def _larger_answer(agent: str, model: str, answer: int) -> int | None:
+    """The room for the next answer after one was cut at `answer` tokens: twice as much where the window (half of
+    it at most, so a prompt still fits) and the server's cap on answers allow more, else None."""
     window, _ = model_window.window(agent, model)
     larger = answer * 2 if not window else min(answer * 2, window // 2)
-    if larger > answer:
-        return larger, messages
-    return answer, [{"role": "user", "content": SHORTER}]
+    limit = model_window.output_limit(model)
+    if limit:
+        larger = min(larger, limit)
+    return larger if larger > answer else None

@@ -10,7 +10,7 @@ is learned, and the request is made smaller.
 Token counts are learned per model from the `usage` the server reports: the characters per token of the prompts
 sent so far. A fixed four characters per token is wrong by a third for code, by half for many tokenizers on
 non-English text, and a prompt that is estimated short overflows the window. Until the first answer, a
-conservative 3.5 is assumed.
+conservative 2.5 is assumed (as dense as URLs and figures count).
 
 All of this is kept per (server, model) where every worker reads it (see ModelFacts): one worker's lesson spares
 the others the same mistake.
@@ -31,8 +31,8 @@ from django.conf import settings
 
 log = logging.getLogger(__name__)
 
-# Before any usage is seen: a little under the English average, so the first prompts err on the small side.
-DEFAULT_CHARS_PER_TOKEN = 3.5
+# Before any usage is seen: as dense as tokenizers count (URLs, figures, ids), so the first prompts err small.
+DEFAULT_CHARS_PER_TOKEN = 2.5
 # No tokenizer packs more characters than this into a token on average; more means the server cut the prompt.
 MAX_PLAUSIBLE_CHARS_PER_TOKEN = 8.0
 # Tokens a chat template adds around each message (role markers, separators), beyond the text itself.
@@ -83,6 +83,9 @@ class ModelFacts:
     reasoning: bool = False  # answers came with reasoning blocks: thinking takes answer tokens
     output_format: int = 0  # index into the client's formats: the first one the server has not refused
     completion_tokens_param: bool = False  # the server wants max_completion_tokens, not max_tokens
+    # The most tokens the server lets an answer have, whatever `max_tokens` asks (a server's own cap, llama.cpp's
+    # n_predict): learned from an answer cut short of the room it was given.
+    output_limit: int | None = None
 
     @classmethod
     def parse(cls, raw: dict[str, str]) -> "ModelFacts":
@@ -104,6 +107,7 @@ class ModelFacts:
             reasoning=raw.get("reasoning") == "1",
             output_format=int(number("output_format")),
             completion_tokens_param=raw.get("completion_tokens_param") == "1",
+            output_limit=int(number("output_limit")) or None,
         )
 
 
@@ -348,23 +352,38 @@ def is_context_error(message: str) -> bool:
     return bool(_CONTEXT_ERROR.search(message))
 
 
-def learn_from_error(model: str, message: str, body: Any, sent_chars: int, max_tokens: int | None) -> int:
-    """The window a context-length error tells of, learned for the model; returns the new window.
+def learn_from_error(
+    model: str, message: str, body: Any, sent_chars: int, max_tokens: int | None
+) -> tuple[int, int | None]:
+    """(the window a context-length error tells of, the prompt's tokens as the server counted them, if it says):
+    the window is learned for the model.
 
     Where the error names no window, the prompt as sent (in tokens) is taken as over it by a quarter. Where it says
-    how many tokens the prompt took, that is a calibration sample too.
+    how many tokens the prompt took, that is a calibration sample too, stored at once: the next prompt, here or on
+    another worker, is counted by it.
     """
     text = f"{message} {body if isinstance(body, dict | str) else ''}"
     prompt_tokens = _first_int(_PROMPT_TOKENS_IN_ERROR, text)
     if prompt_tokens:
-        observe_usage(model, sent_chars, prompt_tokens)
+        observe_usage(model, sent_chars, prompt_tokens, at_once=True)
     found = window_in_error(text)
     if found is None:
         sent = prompt_tokens or estimate_tokens(model, sent_chars)
         found = max(256, int((sent + (max_tokens or 0)) * 0.75))
     _lower(model, "learned_window", found)
     log.warning("model %s: the server's window is %s tokens (from its error: %s)", model, found, message[:200])
-    return found
+    return found, prompt_tokens
+
+
+def output_limit(model: str) -> int | None:
+    """The most tokens the server lets an answer have, where an answer cut short of its room showed it."""
+    return facts(model).output_limit
+
+
+def learn_output_limit(model: str, tokens: int) -> None:
+    """An answer stopped for its length at `tokens`, short of the room it was given: the server caps answers."""
+    _lower(model, "output_limit", tokens)
+    log.warning("model %s: the server cuts answers at %s tokens, whatever max_tokens asks", model, tokens)
 
 
 def window_in_error(text: str) -> int | None:
@@ -395,8 +414,8 @@ def estimate_tokens(model: str, text: str | int, messages: int = 0) -> int:
     return math.ceil(chars / chars_per_token(model)) + messages * TOKENS_PER_MESSAGE
 
 
-def observe_usage(model: str, prompt_chars: int, prompt_tokens: int) -> None:
-    """Learn from a prompt's size as the server counted it.
+def observe_usage(model: str, prompt_chars: int, prompt_tokens: int, at_once: bool = False) -> None:
+    """Learn from a prompt's size as the server counted it (`at_once`: stored now, not with the next second's).
 
     A count far below what the characters can make means the server cut the prompt without saying so (Ollama does,
     at its `num_ctx`): its window is learned instead, and the sample is not a ratio.
@@ -421,7 +440,7 @@ def observe_usage(model: str, prompt_chars: int, prompt_tokens: int) -> None:
     with _lock:
         pending_chars, pending_tokens = _pending.get(key, (0.0, 0.0))
         _pending[key] = (pending_chars + prompt_chars, pending_tokens + prompt_tokens)
-        if key in _sampled and now - _sampled[key] < FACTS_FRESH_SECONDS:
+        if not at_once and key in _sampled and now - _sampled[key] < FACTS_FRESH_SECONDS:
             return
         _sampled[key] = now
         pending_chars, pending_tokens = _pending.pop(key)
@@ -482,9 +501,17 @@ class Room:
 
     model: str
     tokens: int  # the whole prompt, every message included
+    # Characters per token to count in, where the call has learned better than the model's average (the server
+    # counted this very prompt denser: URLs, figures and ids take more tokens than prose); None: the model's.
+    ratio: float | None = None
+
+    @property
+    def chars_per_token(self) -> float:
+        average = chars_per_token(self.model)
+        return average if self.ratio is None else min(average, self.ratio)
 
     def count(self, text: str) -> int:
-        return estimate_tokens(self.model, text)
+        return math.ceil(len(text) / self.chars_per_token)
 
     def left(self, *fixed: str, reserve: int = 0) -> int:
         """Tokens left for the variable part once the fixed texts (and `reserve`) are in."""
@@ -492,4 +519,8 @@ class Room:
         return max(0, self.tokens - used)
 
     def chars(self, tokens: int) -> int:
-        return int(tokens * chars_per_token(self.model))
+        return int(tokens * self.chars_per_token)
+
+    def fits(self, *texts: str) -> bool:
+        """Whether a prompt of these messages fits the room."""
+        return sum(self.count(text) + TOKENS_PER_MESSAGE for text in texts) <= self.tokens

@@ -158,6 +158,14 @@ class _Renderer:
 
 
 MEMORY_HEADING = "Contradictions and open questions"
+# Under the heading of a section the model could not write within its window or answer limit (all of it, or some
+# of its findings), which the extractive writer wrote from the findings themselves.
+OFFLINE_SECTION_NOTES = {
+    "all": "> Written without the model: it could not write this section within its limits, so each sentence below "
+    "is a finding as it was extracted, with its quote.",
+    "part": "> Partly written without the model: some of this section's findings it could not write within its "
+    "limits are given as they were extracted, with their quotes.",
+}
 
 
 @dataclass(frozen=True)
@@ -246,7 +254,11 @@ def _section_lines(renderer: _Renderer, section: dict[str, Any]) -> list[str]:
             ]
     if not body and not subsections:
         return []
-    return [f"## {renderer.clean_text(section.get('heading', '')) or 'Findings'}", "", *_spaced(body), *subsections]
+    heading = [f"## {renderer.clean_text(section.get('heading', '')) or 'Findings'}", ""]
+    offline = OFFLINE_SECTION_NOTES.get(str(section.get("extractive")))
+    if offline:
+        heading += [offline, ""]
+    return [*heading, *_spaced(body), *subsections]
 
 
 def _memory_section(renderer: _Renderer, memory: list[MemoryNote]) -> list[str]:

@@ -1,0 +1,91 @@
+"""The report writer against any window, any characters per token, any cap on answers, and a model that writes
+as much as the schema allows: driven without the stack (the writer's functions against the loopback model)."""
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from devtools.fakes import FakeLLM
+from devtools.fakes.behaviours import ResearchModel
+from research.text.quotes import PageText
+from workers.agents import report_writer
+from workers.agents.types import SourceNote
+from workers.clients import model_window
+from workers.pipeline.citations import render_section
+from workers.pipeline.report import _packet, _section_plan
+
+PROMPT = "How do heat pumps perform in cold climates?"
+ANSWERS = [("Which region?", "Nordic"), ("Since when?", "since 2015")]
+
+
+def research_sources(count: int, per_source: int) -> list[SourceNote]:
+    """Sources as a research stores them: URLs, titles and figures (dense for a tokenizer), numbered findings."""
+    sources = []
+    for n in range(1, count + 1):
+        findings, ids = [], []
+        for k in range(per_source):
+            quote = f"At site {n}-{k} the unit kept a COP of {2 + k % 3}.{n % 10} at -{10 + k} °C over {n * 7} days."
+            findings.append((f"Source {n} finding {k}: the measured COP stayed above {2 + k % 3} in winter.", quote))
+            ids.append(n * 100 + k)
+        sources.append(SourceNote(n, f"https://lab{n}.example.org/reports/2024/q{k}?id={n * 31}", "Report", findings, ids))
+    return sources
+
+
+def user_texts(fake: FakeLLM, name: str) -> list[str]:
+    return ["\n".join(m["content"] for m in body["messages"] if m["role"] == "user") for body in fake.calls(name)]
+
+
+@given(
+    window=st.integers(min_value=4096, max_value=131072),
+    ratio=st.floats(min_value=2.5, max_value=5.0),
+    output_limit=st.integers(min_value=512, max_value=8192),
+    fill=st.booleans(),
+    shape=st.tuples(st.integers(min_value=1, max_value=24), st.integers(min_value=1, max_value=8)),
+)
+@hypothesis_settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_no_report_prompt_exceeds_the_window_and_no_finding_is_dropped(
+    fakes, fake_llm: FakeLLM, settings, window: int, ratio: float, output_limit: int, fill: bool, shape
+) -> None:
+    # given a model server with this window (set, as LLM_CONTEXT_TOKENS sets it), tokenizer, cap on answers and habit
+    fake_llm.reset()
+    model_window.forget()
+    ResearchModel(fake_llm).install()
+    fake_llm.context_window, fake_llm.window_api = window, None
+    fake_llm.chars_per_token, fake_llm.output_limit, fake_llm.fill_to_max = ratio, output_limit, fill
+    settings.LLM_CONTEXT_TOKENS = window
+    sources = research_sources(*shape)
+    # when the report is planned and each section written from the findings the outline gave it
+    outline = report_writer.outline(PROMPT, ANSWERS, ["Find measured figures"], sources)
+    headings = [str(item["heading"]) for item in outline["sections"]]
+    offline_text = []
+    for item in outline["sections"]:
+        plan = _section_plan(item, sources)
+        packet = _packet(sources, plan)
+        content = report_writer.write_section(
+            PROMPT, str(item["heading"]), plan["learnings"], packet, answers=ANSWERS, outline_headings=headings
+        )
+        if content.get("extractive"):
+            offline_text.append(str(content))
+        # and what a section holds renders with its citations checked, whoever wrote it
+        texts = {source.url: PageText("\n".join(q for _, q in source.findings)) for source in sources}
+        render_section(str(item["heading"]), content, sources, texts)
+    # then no request overflowed the window
+    assert fake_llm.overflows == 0
+    # and every finding reached a section writer's prompt, or was written without the model where it could not be
+    prompts = "\n".join(user_texts(fake_llm, "report_section"))
+    written = prompts + "\n".join(offline_text)
+    missing = [fact for source in sources for fact, _ in source.findings if fact not in written]
+    assert not missing, f"{len(missing)} findings reached no writer"
+    # and every finding was in an outline prompt, by its id
+    digests = "\n".join(user_texts(fake_llm, "report_outline"))
+    assert all(f"F{pk}:" in digests for source in sources for pk in source.ids) or not digests
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 5, 13, 40])
+def test_a_section_schema_asks_for_no_more_sentences_than_the_answer_holds(capacity: int) -> None:
+    schema = report_writer.section_schema(capacity)
+    paragraphs = schema["properties"]["paragraphs"]
+    sentences = paragraphs["items"]["maxItems"]
+    subsections = schema["properties"]["subsections"]["maxItems"]
+    assert 1 <= sentences * (paragraphs["maxItems"] + subsections) <= max(1, capacity)
