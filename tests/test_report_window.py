@@ -28,7 +28,8 @@ def research_sources(count: int, per_source: int) -> list[SourceNote]:
             quote = f"At site {n}-{k} the unit kept a COP of {2 + k % 3}.{n % 10} at -{10 + k} °C over {n * 7} days."
             findings.append((f"Source {n} finding {k}: the measured COP stayed above {2 + k % 3} in winter.", quote))
             ids.append(n * 100 + k)
-        sources.append(SourceNote(n, f"https://lab{n}.example.org/reports/2024/q{k}?id={n * 31}", "Report", findings, ids))
+        url = f"https://lab{n}.example.org/reports/2024/q{n % 4}?id={n * 31}"
+        sources.append(SourceNote(n, url, "Report", findings, ids))
     return sources
 
 
