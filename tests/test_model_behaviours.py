@@ -11,12 +11,14 @@ from devtools.fakes import FakeLLM
 from research.models import Document, Extract, ResearchStatus, SerpQuery
 from tests.support.e2e import wait_finished
 from workers.agents.report_writer import sources_block
+from workers.clients import model_window
 from workers.pipeline.citations import cited_urls
 from workers.pipeline.report import collect_sources
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PROMPT = "How do heat pumps perform in cold climates?"
+MODEL = "gpt-4o-mini"  # the model the test settings name for every agent
 
 
 def no_json_schema(fake: FakeLLM) -> None:
@@ -149,9 +151,17 @@ def window_8k_unreported(fake: FakeLLM) -> None:
 
 
 def answers_capped_at_1024(fake: FakeLLM) -> None:
-    # a server that cuts every answer at 1,024 tokens, whatever max_tokens asks
+    # a server that cuts every answer at 1,024 tokens, whatever max_tokens asks, and a model that writes long
     fake.output_limit = 1024
     fake.chars_per_token = 3.0
+    fake.fill_to_max = True
+
+
+# What each server leaves to be learned, as the workers stored it for the fleet.
+LEARNED: dict[str, Callable[[model_window.ModelFacts], bool]] = {
+    "window_8k_unreported": lambda facts: facts.learned_window == 8192,
+    "answers_capped_at_1024": lambda facts: facts.output_limit == 1024,
+}
 
 
 SERVERS: dict[str, Callable[[FakeLLM], None]] = {
@@ -187,6 +197,9 @@ def test_a_3x3_research_gets_its_report_whatever_the_window_or_answer_limit(
     assert not missing, f"{len(missing)} of {len(facts)} findings reached no writer"
     # and the window was learned or kept with at most three requests refused for it
     assert fake_llm.overflows <= 3, fake_llm.overflows
+    # and what the server did not say was learned
+    learned = model_window.facts(MODEL)
+    assert LEARNED.get(server, lambda facts: True)(learned), learned
     # and the window mattered: every source with every finding would not have fit in one prompt
     everything, _ = collect_sources(research_id, 10**9)
     assert fake_llm.tokens(sources_block(everything)) > 16384

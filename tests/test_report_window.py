@@ -1,5 +1,5 @@
-"""The report writer against any window, any characters per token, any cap on answers, and a model that writes
-as much as the schema allows: driven without the stack (the writer's functions against the loopback model)."""
+"""The agents against any window, any characters per token, any cap on answers, and a model that writes as much as
+the schema allows: driven without the stack (the agents' functions against the loopback model)."""
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -9,8 +9,16 @@ from hypothesis import strategies as st
 from devtools.fakes import FakeLLM
 from devtools.fakes.behaviours import ResearchModel
 from research.text.quotes import PageText
-from workers.agents import report_writer
-from workers.agents.types import SourceNote
+from workers.agents import (
+    answer_writer,
+    evaluator,
+    memory_agent,
+    prompt_analyzer,
+    query_generator,
+    report_writer,
+    website_analyzer,
+)
+from workers.agents.types import Ancestor, KnownMemory, Learning, MemorySource, SourceNote
 from workers.clients import model_window
 from workers.pipeline.citations import render_section
 from workers.pipeline.report import _packet, _section_plan
@@ -90,3 +98,45 @@ def test_a_section_schema_asks_for_no_more_sentences_than_the_answer_holds(capac
     sentences = paragraphs["items"]["maxItems"]
     subsections = schema["properties"]["subsections"]["maxItems"]
     assert 1 <= sentences * (paragraphs["maxItems"] + subsections) <= max(1, capacity)
+
+
+@given(
+    window=st.integers(min_value=4096, max_value=65536),
+    ratio=st.floats(min_value=2.5, max_value=5.0),
+    output_limit=st.integers(min_value=512, max_value=8192),
+    fill=st.booleans(),
+)
+@hypothesis_settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_every_agent_builds_its_prompt_for_the_window_and_answers_within_its_limit(
+    fakes, fake_llm: FakeLLM, settings, window: int, ratio: float, output_limit: int, fill: bool
+) -> None:
+    # given the same kinds of server, and material far larger than any window
+    fake_llm.reset()
+    model_window.forget()
+    ResearchModel(fake_llm).install()
+    fake_llm.context_window, fake_llm.window_api = window, None
+    fake_llm.chars_per_token, fake_llm.output_limit, fake_llm.fill_to_max = ratio, output_limit, fill
+    settings.LLM_CONTEXT_TOKENS = window
+    sources = research_sources(30, 6)
+    page = " ".join(quote for source in sources for _, quote in source.findings)
+    long_prompt = PROMPT + " Consider in particular " + ", ".join(f"site {n} at -{n} °C" for n in range(3000)) + "."
+    ancestors = [
+        Ancestor(f"query {d}", f"objective {d}", [fact for fact, _ in sources[d].findings] * 20) for d in range(3)
+    ]
+    learnings = [Learning(fact, source.url) for source in sources for fact, _ in source.findings]
+    # when every agent is asked with it
+    questions = prompt_analyzer.ask_questions(long_prompt, 3)
+    queries = query_generator.plan_queries(PROMPT, ANSWERS, ancestors, 3)
+    findings = website_analyzer.analyze("Find measured figures", "heat pump COP", sources[0].url, "Report", page)
+    update = memory_agent.update_memory(
+        PROMPT,
+        "Find measured figures",
+        [MemorySource(source.number, source.url, source.title, source.findings) for source in sources],
+        KnownMemory(gaps=[(n, f"gap {n}") for n in range(50)], insights=[f"insight {n}" for n in range(50)]),
+    )
+    evaluation = evaluator.evaluate_branch(PROMPT, ANSWERS, "heat pump COP", "Find figures", 2, 0, learnings)
+    answer = answer_writer.answer("What COP did the units keep?", PROMPT, sources)
+    # then each answered within its limits, and no request overflowed the window
+    assert len(questions) == 3 and len(queries) == 3
+    assert findings and update.insights and evaluation.score and answer.paragraphs
+    assert fake_llm.overflows == 0

@@ -9,10 +9,18 @@ from typing import Any
 
 from research.text.storable import storable_data
 from workers.agents.common import Fence, trim_to_chars
-from workers.agents.report_writer import _PARAGRAPHS, finding_line, sources_text, split_sources
+from workers.agents.report_writer import (
+    _PARAGRAPHS,
+    capacity_for,
+    finding_line,
+    paragraphs_schema,
+    sentence_tokens,
+    sources_text,
+    split_sources,
+)
 from workers.agents.report_writer import SYSTEM as REPORT_SYSTEM
 from workers.agents.types import Answer, SourceNote
-from workers.clients.llm import complete_json
+from workers.clients.llm import complete_json, prompt_room
 from workers.clients.model_window import Room
 
 NAME = "research_answer"
@@ -37,6 +45,7 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+MAX_PARAGRAPHS = 3
 # Tokens held back beside the fixed texts for the fence lines and the labels around the sources.
 _RESERVE = 300
 
@@ -59,7 +68,14 @@ def answer(question: str, prompt: str, sources: list[SourceNote]) -> Answer:
         )
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
-    result = complete_json("report_writer", build, NAME, SCHEMA)
+    sentence = sentence_tokens(prompt_room("report_writer"), sources[:20])
+
+    def schema_for(writing: int) -> dict[str, Any]:
+        # One to three paragraphs, with no more sentences than the answer's room holds.
+        paragraphs = paragraphs_schema(capacity_for(writing, sentence), MAX_PARAGRAPHS)
+        return {**SCHEMA, "properties": {**SCHEMA["properties"], "paragraphs": paragraphs}}
+
+    result = complete_json("report_writer", build, NAME, schema_for, validation_schema=SCHEMA)
     data = storable_data(result.data)
     verdict = data.get("sources_answer")
     return Answer(

@@ -31,6 +31,24 @@ def relaxed(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+# Of an answer's room, what the items it is asked for may take (the rest for keys, brackets and a margin).
+ANSWER_FILL = 0.75
+
+
+def items_that_fit(writing: int, item_tokens: int, most: int, arrays: int = 1) -> int:
+    """`maxItems` for each of `arrays` arrays of items of about `item_tokens` tokens, so that a model that fills
+    every one of them still fits an answer of `writing` tokens: at most `most`, at least one."""
+    return max(1, min(most, int(writing * ANSWER_FILL) // max(1, arrays * item_tokens)))
+
+
+def with_max_items(schema: dict[str, Any], limits: dict[str, int]) -> dict[str, Any]:
+    """A copy of the schema with `maxItems` of its top-level arrays set as `limits` says (property → maxItems)."""
+    result = copy.deepcopy(schema)
+    for name, limit in limits.items():
+        result["properties"][name]["maxItems"] = limit
+    return result
+
+
 def trim_to_tokens(text: str, max_tokens: int, room: Room | None = None) -> str:
     """Cut text to about `max_tokens` tokens, at a paragraph or sentence boundary when one is near; in the room's
     model's characters per token when a room is given, else the rough estimate."""

@@ -11,7 +11,7 @@ from django.conf import settings
 
 from research.text.storable import storable_data
 from workers.agents import extractive
-from workers.agents.common import Fence, trim_to_tokens
+from workers.agents.common import Fence, items_that_fit, relaxed, trim_to_tokens, with_max_items
 from workers.agents.types import BranchEvaluation, Learning, ResearchEvaluation
 from workers.clients.llm import InvalidOutputError, complete_json
 from workers.clients.model_window import Room
@@ -21,6 +21,8 @@ RESEARCH_NAME = "research_evaluation"
 DIMENSIONS = ("completeness", "depth", "reliability", "actionability")
 MAX_GAPS = 8
 MAX_ITEM_CHARS = 500
+# What a gap or a direction takes in the answer, about: a short statement.
+TEXT_TOKENS = 60
 
 SYSTEM = (
     "You review web research like a demanding editor. Judge how well the learnings answer the user's request "
@@ -95,6 +97,11 @@ def _clamp(value: Any) -> float:
     return float(min(10, max(1, value)))
 
 
+def _fit(writing: int, arrays: int) -> int:
+    """`maxItems` of each list of gaps or directions, so that full lists still fit an answer of `writing` tokens."""
+    return items_that_fit(writing, TEXT_TOKENS, MAX_GAPS, arrays)
+
+
 def evaluate_branch(
     prompt: str,
     answers: list[tuple[str, str]],
@@ -121,7 +128,8 @@ def evaluate_branch(
             "evaluator",
             build,
             BRANCH_NAME,
-            BRANCH_SCHEMA,
+            lambda writing: with_max_items(BRANCH_SCHEMA, dict.fromkeys(["gaps", "directions"], _fit(writing, 2))),
+            validation_schema=relaxed(BRANCH_SCHEMA),
         )
     except InvalidOutputError:
         return extractive.evaluate_branch(prompt, answers, query, objective, depth, round_, learnings)
@@ -151,7 +159,8 @@ def evaluate_research(
             "evaluator",
             build,
             RESEARCH_NAME,
-            RESEARCH_SCHEMA,
+            lambda writing: with_max_items(RESEARCH_SCHEMA, {"gaps": _fit(writing, 1)}),
+            validation_schema=relaxed(RESEARCH_SCHEMA),
         )
     except InvalidOutputError:
         return extractive.evaluate_research(prompt, answers, round_, learnings)

@@ -10,13 +10,15 @@ from typing import Any
 from django.conf import settings
 
 from research.text.storable import storable
-from workers.agents.common import Fence, relaxed, trim_to_tokens
+from workers.agents.common import Fence, items_that_fit, relaxed, trim_to_tokens, with_max_items
 from workers.agents.types import KnownMemory, MemorySource, MemoryUpdate, Note
 from workers.clients.llm import complete_json
 from workers.clients.model_window import Room
 
 NAME = "memory_update"
 MAX_ITEMS = 12
+# What an item of the answer takes, about: a statement of a sentence or two and the website ids it rests on.
+ITEM_TOKENS = 100
 # One item is one statement: a model's essay would flood every later prompt that shows the memory.
 MAX_TEXT_CHARS = 600
 # What of the memory so far is shown, newest kept: enough for the model to avoid repeats.
@@ -83,6 +85,13 @@ def memory_block(known: KnownMemory) -> str:
     return "\n".join(parts)
 
 
+def schema_for(writing: int) -> dict[str, Any]:
+    """SCHEMA asking for what an answer of `writing` tokens holds: three arrays, each as long as a full answer of
+    the three still fits."""
+    fit = items_that_fit(writing, ITEM_TOKENS, MAX_ITEMS, 3)
+    return with_max_items(SCHEMA, {"insights": fit, "gaps": fit, "contradictions": fit})
+
+
 def update_memory(prompt: str, objective: str, sources: list[MemorySource], known: KnownMemory) -> MemoryUpdate:
     """What the branch adds to the memory."""
     branch, memory = Fence.new("BRANCH"), Fence.new("MEMORY")  # fresh tokens: page text cannot end a fence
@@ -102,13 +111,7 @@ def update_memory(prompt: str, objective: str, sources: list[MemorySource], know
         )
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
-    result = complete_json(
-        "memory",
-        build,
-        NAME,
-        SCHEMA,
-        validation_schema=relaxed(SCHEMA),
-    )
+    result = complete_json("memory", build, NAME, schema_for, validation_schema=relaxed(SCHEMA))
     data = result.data
     update = MemoryUpdate(
         insights=[_note(item) for item in data["insights"][:MAX_ITEMS]],

@@ -3,8 +3,9 @@
 from typing import Any
 
 from research.text.storable import storable_data
-from workers.agents.common import distinct, relaxed
+from workers.agents.common import distinct, relaxed, trim_to_tokens
 from workers.clients.llm import complete_json
+from workers.clients.model_window import Room
 
 NAME = "followup_questions"
 
@@ -58,12 +59,21 @@ def ask_questions(prompt: str, count: int, max_attempts: int = 3, *, deadline: f
         if missing <= 0:
             break
         already = "\n".join(f"- {q}" for q in questions)
-        user = f"Research request:\n{prompt}\n\nWrite exactly {missing} follow-up questions."
+        ask = f"\n\nWrite exactly {missing} follow-up questions."
         if already:
-            user += f"\nDo not repeat these questions, already asked:\n{already}"
+            ask += f"\nDo not repeat these questions, already asked:\n{already}"
+
+        def build(room: Room, ask: str = ask) -> list[dict[str, str]]:
+            # A request longer than the window leaves is cut to fit: the questions are about its start.
+            request = trim_to_tokens(prompt, room.left(SYSTEM, "Research request:", ask, reserve=32), room)
+            return [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": f"Research request:\n{request}{ask}"},
+            ]
+
         result = complete_json(
             "prompt_analyzer",
-            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+            build,
             NAME,
             schema(missing),
             validation_schema=relaxed(schema(missing)),

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from research.text.storable import storable_data
-from workers.agents.common import Fence, trim_to_chars
+from workers.agents.common import ANSWER_FILL, Fence, trim_to_chars
 from workers.agents.types import SourceNote
 from workers.clients.llm import (
     AnswerCut,
@@ -15,6 +15,7 @@ from workers.clients.llm import (
     InvalidOutputError,
     NoRoom,
     PromptTooLarge,
+    SchemaFor,
     complete_json,
     prompt_room,
     writing_tokens,
@@ -197,7 +198,7 @@ def outline(
         part = pending.popleft()
         first = asked == 0
         try:
-            data = _outline_part(request, part, first, asked + 1, asked + 1 + len(pending), sections, writing)
+            data = _outline_part(request, part, first, asked + 1, asked + 1 + len(pending), sections)
         except NoRoom as small:
             pending.extendleft(reversed(_smaller(part, _outline_parts(part, small.room, writing, fixed, first))))
             continue
@@ -247,7 +248,7 @@ def _outline_parts(
     """The digest's parts for this room: each within what the prompt leaves (with room for the headings planned so
     far) and with no more finding ids than the outline's answer has room to place."""
     budget = room.left(*fixed, reserve=_RESERVE + 600)
-    return split_sources(sources, _digest_line, room.chars(budget), _outline_capacity(room, sources, writing, first))
+    return split_sources(sources, _digest_line, room.chars(budget), _outlinecapacity_for(room, sources, writing, first))
 
 
 def _outline_part(
@@ -257,13 +258,11 @@ def _outline_part(
     index: int,
     parts: int,
     sections: list[dict[str, Any]],
-    writing: int,
 ) -> dict[str, Any]:
     """One part of the outline: the model's plan for these findings, storable."""
     headings = [section["heading"] for section in sections]
     fence = Fence.new("FINDINGS")
     digest = sources_text(part, _digest_line)
-
     ask = _outline_ask(index, parts, headings, first)
 
     def build(room: Room) -> list[dict[str, str]]:
@@ -279,12 +278,11 @@ def _outline_part(
             raise NoRoom(room)
         return [{"role": "system", "content": OUTLINE_SYSTEM}, {"role": "user", "content": user}]
 
-    room = prompt_room("report_writer")
-    schema = outline_schema(writing, _sentence_tokens(room, part), first)
-    return _ask(build, OUTLINE_NAME, schema, OUTLINE_SCHEMA)
+    sentence = sentence_tokens(prompt_room("report_writer"), part)
+    return _ask(build, OUTLINE_NAME, lambda writing: outline_schema(writing, sentence, first), OUTLINE_SCHEMA)
 
 
-def _ask(build: Builder, name: str, schema: dict[str, Any], validation: dict[str, Any]) -> dict[str, Any]:
+def _ask(build: Builder, name: str, schema: SchemaFor, validation: dict[str, Any]) -> dict[str, Any]:
     """One part of the outline or of a section: the writer's answer, storable. The schema asks for what fits the
     answer's room; the answer is held to the shape alone (`validation`), so a model that writes more items than
     asked is still read."""
@@ -441,7 +439,7 @@ def _section_parts(
     """The section's findings in parts for this room: each within what the prompt leaves and with no more
     findings than the answer has room to write a sentence about."""
     budget = room.left(*fixed, reserve=_RESERVE + 100)
-    capacity = _capacity(writing, _sentence_tokens(room, sources))
+    capacity = capacity_for(writing, sentence_tokens(room, sources))
     return split_sources(sources, finding_line, room.chars(budget), capacity)
 
 
@@ -451,8 +449,8 @@ def _section_part(
     """One part of a section: the model's paragraphs and subsections for these findings, storable."""
     fence = Fence.new("SOURCES")
     room = prompt_room("report_writer")
-    sentence = _sentence_tokens(room, part)
-    capacity = _capacity(writing, sentence)
+    sentence = sentence_tokens(room, part)
+    capacity = capacity_for(writing, sentence)
     ask = _section_ask(words, capacity, first, parts)
 
     def build(room: Room) -> list[dict[str, str]]:
@@ -468,7 +466,7 @@ def _section_part(
             raise NoRoom(room)
         return [{"role": "system", "content": SECTION_SYSTEM}, {"role": "user", "content": user}]
 
-    return _ask(build, SECTION_NAME, section_schema(capacity), SECTION_SCHEMA)
+    return _ask(build, SECTION_NAME, lambda writing: section_schema(capacity_for(writing, sentence)), SECTION_SCHEMA)
 
 
 def _offline_part(heading: str, part: list[SourceNote], error: Exception | str) -> dict[str, Any]:
@@ -481,8 +479,6 @@ def _offline_part(heading: str, part: list[SourceNote], error: Exception | str) 
 
 # --- Splitting the findings into parts, and asking for what fits ---
 
-# Of the answer's room, what the items it is asked for may take (the rest for keys, brackets and a margin).
-ANSWER_FILL = 0.75
 # Tokens of a written sentence beside its text and quotes (keys, brackets, source numbers); a sentence quotes at
 # most MAX_QUOTES sources and names at most MAX_SENTENCE_SOURCES.
 SENTENCE_OVERHEAD = 40
@@ -575,7 +571,7 @@ def _halves(sources: list[SourceNote]) -> list[list[SourceNote]]:
     return split_sources(sources, lambda source, index: "", 10**12, half)
 
 
-def _sentence_tokens(room: Room, sources: list[SourceNote]) -> int:
+def sentence_tokens(room: Room, sources: list[SourceNote]) -> int:
     """What a written sentence is expected to take in the answer: a finding's fact as its text, its quote as many
     times as a sentence may quote, and the JSON around them (the mean over the findings given)."""
     findings = [finding for source in sources for finding in source.findings]
@@ -585,15 +581,15 @@ def _sentence_tokens(room: Room, sources: list[SourceNote]) -> int:
     return total // len(findings) + SENTENCE_OVERHEAD
 
 
-def _capacity(writing: int, sentence: int) -> int:
+def capacity_for(writing: int, sentence: int) -> int:
     """Sentences an answer of `writing` tokens has room for."""
     return max(1, int(writing * ANSWER_FILL) // max(1, sentence))
 
 
-def _outline_capacity(room: Room, sources: list[SourceNote], writing: int, first: bool) -> int:
+def _outlinecapacity_for(room: Room, sources: list[SourceNote], writing: int, first: bool) -> int:
     """Finding ids one outline answer has room to place, beside its sections and (first part) its summary."""
-    sections, summary = _outline_counts(writing, _sentence_tokens(room, sources), first)
-    left = int(writing * ANSWER_FILL) - sections * OUTLINE_SECTION_TOKENS - summary * _sentence_tokens(room, sources)
+    sections, summary = _outline_counts(writing, sentence_tokens(room, sources), first)
+    left = int(writing * ANSWER_FILL) - sections * OUTLINE_SECTION_TOKENS - summary * sentence_tokens(room, sources)
     return max(1, left // FINDING_ID_TOKENS)
 
 
@@ -611,6 +607,14 @@ def _bounded_sentence() -> dict[str, Any]:
     return sentence
 
 
+def paragraphs_schema(capacity: int, paragraphs: int) -> dict[str, Any]:
+    """Paragraphs of sentences (as _PARAGRAPHS), at most `paragraphs` of them and `capacity` sentences in all."""
+    per_paragraph = max(1, min(MAX_SENTENCES_PER_PARAGRAPH, capacity // max(1, paragraphs)))
+    paragraphs = max(1, min(paragraphs, capacity // per_paragraph))
+    sentences = {"type": "array", "maxItems": per_paragraph, "items": _bounded_sentence()}
+    return {"type": "array", "maxItems": paragraphs, "items": sentences}
+
+
 def section_schema(capacity: int) -> dict[str, Any]:
     """SECTION_SCHEMA asking for at most `capacity` sentences in all: paragraphs of up to six sentences, and
     subsections of one paragraph each where there are more than two paragraphs' worth."""
@@ -619,7 +623,7 @@ def section_schema(capacity: int) -> dict[str, Any]:
     paragraphs = max(1, (slots + 1) // 2)
     sentences = {"type": "array", "maxItems": per_paragraph, "items": _bounded_sentence()}
     schema = copy.deepcopy(SECTION_SCHEMA)
-    schema["properties"]["paragraphs"] = {"type": "array", "maxItems": paragraphs, "items": sentences}
+    schema["properties"]["paragraphs"] = paragraphs_schema(paragraphs * per_paragraph, paragraphs)
     subsection = schema["properties"]["subsections"]
     subsection["maxItems"] = slots - paragraphs
     subsection["items"]["properties"]["paragraphs"] = {"type": "array", "maxItems": 1, "items": sentences}

@@ -5,13 +5,15 @@ from typing import Any
 from django.conf import settings
 
 from research.text.storable import storable_data
-from workers.agents.common import Fence, trim_to_chars, trim_to_tokens
+from workers.agents.common import Fence, items_that_fit, trim_to_chars, trim_to_tokens, with_max_items
 from workers.agents.types import Finding
 from workers.clients.llm import LLMResult, answer_tokens, complete_json, room_for
 from workers.clients.model_window import Room
 
 NAME = "website_analysis"
 MAX_FACTS = 12
+# What a fact takes in the answer, about: a sentence of its own and the quote it rests on.
+FACT_TOKENS = 150
 
 SYSTEM = (
     "You extract evidence from one web page for a research objective. Report only facts the page itself states "
@@ -91,7 +93,7 @@ def _analyze_part(objective: str, query: str, about: str, text: str, index: int,
         "website_analyzer",
         build,
         NAME,
-        SCHEMA,
+        lambda writing: with_max_items(SCHEMA, {"facts": items_that_fit(writing, FACT_TOKENS, MAX_FACTS)}),
         validation_schema={**SCHEMA, "properties": {"facts": {**SCHEMA["properties"]["facts"], "maxItems": 100}}},
     )
 

@@ -272,10 +272,10 @@ def answer_tokens(agent: str, model: str) -> int:
     return max(MIN_ANSWER_TOKENS, tokens)
 
 
-def writing_tokens(agent: str, model: str) -> int:
-    """Of the agent's answer room, what its JSON may take: a model that reasons writes its thinking in the same
-    room, which keeps up to half of it."""
-    answer = answer_tokens(agent, model)
+def writing_tokens(agent: str, model: str, answer: int | None = None) -> int:
+    """Of the agent's answer room (`answer`, or its usual one), what its JSON may take: a model that reasons
+    writes its thinking in the same room, which keeps up to half of it."""
+    answer = answer_tokens(agent, model) if answer is None else answer
     if model_window.reasoning_seen(model):
         return max(answer // 2, answer - REASONING_TOKENS)
     return answer
@@ -428,39 +428,51 @@ def _fixed(messages: Messages) -> Builder:
     return lambda room: fixed
 
 
+# A schema made for the tokens its answer's JSON may take: it asks for as many items as fit.
+SchemaFor = Callable[[int], dict[str, Any]]
+
+
 def complete_json(
     agent: str,
     messages: Messages | Builder,
     name: str,
-    schema: dict[str, Any],
+    schema: dict[str, Any] | SchemaFor,
     validation_schema: dict[str, Any] | None = None,
     deadline: float | None = None,
     can_split: bool = False,
 ) -> LLMResult:
     """Ask `agent`'s model for JSON matching `schema`; validate against `validation_schema` (default: schema).
 
-    `messages` is the prompt, or a builder that makes it for the room the window leaves (see model_window.Room):
-    a builder's prompt is cut to fit, and built again smaller when the server says it did not (a builder may raise
-    NoRoom instead, for its caller to split its material). The whole call (attempts, backoff, re-asks) ends by its
+    `schema` is the schema, or a function that makes it for the tokens the answer's JSON may take (made again
+    for each request, so an answer asked for less asks for fewer items). `messages` is the prompt, or a builder
+    that makes it for the room the window leaves (see model_window.Room): a builder's prompt is cut to fit, and
+    built again smaller when the server says it did not (a builder may raise NoRoom instead, for its caller to
+    split its material). The whole call (attempts, backoff, re-asks) ends by its
     deadline (see the module doc), or by `deadline` (a `time.monotonic()` value) if that comes first, with
     DeadlineExceeded when the model did not answer in time.
 
     An answer cut at its length limit is asked again with more room where the window and the server allow it;
     where they do not, a caller that can ask for less (`can_split`: it splits its material and asks for each part)
-    gets AnswerCut at once, and any other is asked for a shorter answer.
+    gets AnswerCut at once, and any other is asked for a shorter answer, its schema made for half the tokens.
     """
     model = settings.LLM_AGENT_MODELS.get(agent, settings.LLM_MODEL)
     expires_at = expiry(model_window.call_deadline(model), deadline)
     build: Builder = messages if callable(messages) else _fixed(messages)
-    validator = jsonschema.Draft202012Validator(validation_schema or schema)
     requests = _Requests(agent, model)
     calls = 0
     answer = answer_tokens(agent, model)
+    # The tokens the schema is made for: the answer's, halved each time an answer cut short is asked for less.
+    asked = answer
+
+    def schema_now() -> dict[str, Any]:
+        return schema(writing_tokens(agent, model, min(answer, asked))) if callable(schema) else schema
+
+    validator = jsonschema.Draft202012Validator(validation_schema or schema_now())
     tail: Messages = []
     problem = ""
     attempts = settings.LLM_INVALID_OUTPUT_RETRIES + 1
     for attempt in range(attempts):
-        response, sent_chars, seconds = _create(requests, build, tail, name, schema, expires_at, answer)
+        response, sent_chars, seconds = _create(requests, build, tail, name, schema_now(), expires_at, answer)
         calls += 1
         completion = Completion.of(response)
         used = (completion.prompt_tokens, completion.completion_tokens)
@@ -492,6 +504,7 @@ def complete_json(
             if can_split:
                 raise AnswerCut(f"agent {agent}: {problem}, with no more room to give")
             answer = min(answer, model_window.output_limit(model) or answer)
+            asked = min(asked, answer) // 2
             again = " It was cut off again: give half as many items as the last time." if tail else ""
             limit = f" All of it must fit in {answer} tokens."
             tail = [{"role": "user", "content": SHORTER + limit + again}]
