@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from devtools.fakes import FakeLLM
+from devtools.fakes import FakeLLM, FakeWeb
 from research.models import Document, Extract, ResearchStatus, SerpQuery
 from tests.support.e2e import wait_finished
 from workers.agents.report_writer import sources_block
@@ -174,11 +174,13 @@ SERVERS: dict[str, Callable[[FakeLLM], None]] = {
 
 @pytest.mark.parametrize("server", sorted(SERVERS))
 def test_a_3x3_research_gets_its_report_whatever_the_window_or_answer_limit(
-    api, workers, research_model, fake_llm: FakeLLM, server: str
+    api, workers, research_model, fake_llm: FakeLLM, fake_web: FakeWeb, server: str
 ) -> None:
-    # given a model server with a small window or a cap on answers, and findings enough to overflow it
+    # given a model server with a small window or a cap on answers, findings enough to overflow it, and pages
+    # longer than any prompt (each analysed in parts, several at once on every worker)
     SERVERS[server](fake_llm)
     research_model.facts_per_page = 6
+    fake_web.long_pages = 150
     # when a 3x3 research runs through the API
     research_id, _ = research_through_the_api(api, 3, 3)
     research = wait_finished(research_id, timeout=300)

@@ -2,6 +2,7 @@
 structured output, a small window, answers cut at their limit, a tokenizer that is not four characters a token."""
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given
@@ -218,6 +219,26 @@ def test_a_window_nobody_reports_is_learned_from_the_overflow_error(fakes, fake_
     assert model_window.window("website_analyzer", MODEL) == (6000, "learned from the server")
     last = fake_llm.calls("numbers")[-1]
     assert fake_llm.prompt_tokens(last) + last["max_tokens"] <= 6000
+
+
+def test_large_requests_into_an_unknown_window_go_one_at_a_time_until_it_is_learned(fakes, fake_llm: FakeLLM) -> None:
+    # given a window the server shows nowhere, and six threads each with a page far larger than it
+    fake_llm.context_window = 6000
+    fake_llm.window_api = None
+    # when they all ask at once
+    with ThreadPoolExecutor(6) as pool:
+        results = list(
+            pool.map(
+                lambda _: llm.complete_json("website_analyzer", page_prompt("word " * 20000), "numbers", SCHEMA),
+                range(6),
+            )
+        )
+    # then one request found the window out (its error named it) and the others were built for it
+    assert all(result.data == {"n": 1} for result in results)
+    assert fake_llm.overflows == 1
+    assert model_window.window("website_analyzer", MODEL) == (6000, "learned from the server")
+    # and a request no larger than one the server answered would go without waiting for the probe
+    assert not model_window.unproven(MODEL, model_window.facts(MODEL).proven)
 
 
 def test_a_window_from_the_settings_wins_over_discovery(fakes, fake_llm: FakeLLM, settings) -> None:

@@ -87,6 +87,16 @@ def _sentences(slug: str) -> tuple[str, ...]:
     return tuple(t.format(**values) for t in templates[: _PARAGRAPHS * _PER_PARAGRAPH])
 
 
+def _background(slug: str, paragraphs: int) -> str:
+    """`paragraphs` paragraphs of background notes on the page's topic, each its own (for `long_pages`)."""
+    topic = html.escape(slug_title(slug))
+    return "\n".join(
+        f"<p>Background note {k} on {topic}: the archive lists measurement series {k} with its own site, season, "
+        f"instruments and caveats, none of which changes the figures reported above.</p>"
+        for k in range(1, paragraphs + 1)
+    )
+
+
 def article_html(slug: str, extra_body: str = "") -> str:
     """The full HTML of `/page/<slug>`: boilerplate around an <article> of deterministic sentences."""
     title = html.escape(slug_title(slug))
@@ -244,7 +254,8 @@ class FakeWeb(FakeServer):
     Built-in routes: /page/<slug>, /status/<code>, /slow?seconds=N, /drip?seconds=N, /huge?mb=N[&length=1],
     /gzip-bomb[?mb=N], /binary?kb=N, /pdf[?pages=N], /pdf-bomb[?mb=N], /image.png, /redirect-loop, /redirect-cycle/a,
     /redirect?to=URL[&status=302], /redirect-chain?n=K, /hostile, /no-content-type.
-    Pages added with `add_page` take precedence.
+    Pages added with `add_page` take precedence. `long_pages = N`: every /page/<slug> article goes on for N more
+    paragraphs of background notes after its own sentences (a page longer than any prompt).
     """
 
     HIDDEN_MARKER = HIDDEN_MARKER
@@ -258,6 +269,7 @@ class FakeWeb(FakeServer):
     def reset_switches(self) -> None:
         with self._lock:
             self._pages = {}
+            self.long_pages = 0
 
     # --- content ---
 
@@ -308,7 +320,8 @@ class FakeWeb(FakeServer):
             return
         path, query = record.path, record.query
         if path.startswith("/page/"):
-            request.send(200, article_html(unquote(path[len("/page/") :])))
+            slug = unquote(path[len("/page/") :])
+            request.send(200, article_html(slug, _background(slug, self.long_pages)))
         elif path.startswith("/status/"):
             self._status(request, path[len("/status/") :])
         elif path == "/slow":

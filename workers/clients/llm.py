@@ -302,6 +302,11 @@ def prompt_room(agent: str, model: str | None = None) -> Room:
     return room_for(agent, model, answer_tokens(agent, model))
 
 
+def _tokens(model: str, messages: Messages) -> int:
+    """The prompt's tokens, as estimated for the model."""
+    return sum(model_window.estimate_tokens(model, m["content"], messages=1) for m in messages)
+
+
 def _chars(messages: Messages) -> int:
     return sum(len(m["content"]) for m in messages)
 
@@ -348,6 +353,17 @@ def _create(
         # Each attempt gets what this model has shown it needs (at least LLM_TIMEOUT), or what is left of the
         # deadline; the openai package's own timeout is per socket read.
         seconds = min(model_window.attempt_timeout(model), time_left(expires_at, "LLM call"))
+        size = _tokens(model, sent) + answer
+        probe = None
+        if room.tokens >= UNKNOWN_WINDOW_ROOM and model_window.unproven(model, size):
+            # Built with the window unknown, and larger than any request the server has answered: one such request
+            # at a time finds the window out (model_window.Probe); the others are built again for what it learned.
+            probe = model_window.Probe(model, seconds)
+            if not probe.acquire(until=expires_at):
+                raise DeadlineExceeded("LLM call: another request was still finding out the model's window")
+            if model_window.window(requests.agent, model)[0] or not model_window.unproven(model, size):
+                probe.release()
+                continue
         started = time.monotonic()
         try:
             create = functools.partial(_post_completion, client, {"model": model, "messages": sent, **options}, seconds)
@@ -397,6 +413,9 @@ def _create(
             if not connection_error:
                 model_window.observe_timeout(model, time.monotonic() - started)
             error, retry_after = exc, None
+        finally:
+            if probe is not None:
+                probe.release()
         delay = backoff_delay(attempt, retry_after)
         if time.monotonic() + delay >= expires_at:
             # No time for another attempt: a model that did not answer ran out of time; one that answered with
@@ -479,6 +498,8 @@ def complete_json(
         content = completion.content
         reasoning = has_reasoning(content) or bool(completion.reasoning)
         model_window.observe_usage(model, sent_chars, used[0])
+        # The window holds what the server took: its own count of the prompt where it gave one, and the answer's room.
+        model_window.observe_accepted(model, (used[0] or model_window.estimate_tokens(model, sent_chars)) + answer)
         model_window.observe_answer(model, seconds, reasoning)
         cut = completion.finish_reason == "length"
         try:

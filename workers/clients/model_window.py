@@ -19,6 +19,7 @@ the others the same mistake.
 import logging
 import math
 import re
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -86,6 +87,9 @@ class ModelFacts:
     # The most tokens the server lets an answer have, whatever `max_tokens` asks (a server's own cap, llama.cpp's
     # n_predict): learned from an answer cut short of the room it was given.
     output_limit: int | None = None
+    # The largest request (prompt and answer room, in tokens) the server has answered: while its window is unknown,
+    # a larger one is sent only through the probe (see Probe).
+    proven: int = 0
 
     @classmethod
     def parse(cls, raw: dict[str, str]) -> "ModelFacts":
@@ -108,6 +112,7 @@ class ModelFacts:
             output_format=int(number("output_format")),
             completion_tokens_param=raw.get("completion_tokens_param") == "1",
             output_limit=int(number("output_limit")) or None,
+            proven=int(number("proven")),
         )
 
 
@@ -137,6 +142,8 @@ def _key(model: str) -> str:
 FACTS_FRESH_SECONDS = 1.0
 # key: (when read, the store's fields as read, merged with what this process wrote since, and their facts)
 _read: dict[str, tuple[float, dict[str, str], ModelFacts]] = {}
+# key: how many writes this process has made to it (a read that saw the count change does not replace the copy)
+_generation: dict[str, int] = {}
 
 
 def facts(model: str) -> ModelFacts:
@@ -144,6 +151,7 @@ def facts(model: str) -> ModelFacts:
     now = time.monotonic()
     with _lock:
         kept = _read.get(key)
+        generation = _generation.get(key, 0)
     if kept is not None and now - kept[0] < FACTS_FRESH_SECONDS:
         return kept[2]
     client = _redis()
@@ -151,8 +159,14 @@ def facts(model: str) -> ModelFacts:
         with _lock:
             return ModelFacts.parse(dict(_local_store.get(key, {})))
     raw = cast(dict[str, str], client.hgetall(key))  # a synchronous client's reply
-    read = ModelFacts.parse(raw)
     with _lock:
+        if _generation.get(key, 0) != generation:
+            # This process wrote while the store was read: the read may predate the write, which this process's
+            # copy holds. Kept, the read replaced that copy for a second, and a window just learned was forgotten
+            # by the threads that read it next (each then overflowed it again). Both, not kept: read again next.
+            current = _read.get(key)
+            return ModelFacts.parse({**raw, **(current[1] if current else {})})
+        read = ModelFacts.parse(raw)
         _read[key] = (now, raw, read)
     return read
 
@@ -164,11 +178,12 @@ def _write(model: str, *, where: tuple[str, str] | None = None, **fields: Any) -
     values = {name: ("1" if value is True else "0" if value is False else str(value)) for name, value in fields.items()}
     with _lock:
         # This process's copy takes what it wrote at once, as a read of the store would give it, without reading
-        # the store again (the store's other fields arrive with the next read, within FACTS_FRESH_SECONDS).
+        # the store again (the store's other fields arrive with the next read, within FACTS_FRESH_SECONDS; with no
+        # copy yet, the next call reads the store).
         kept = _read.get(key)
-        if kept is not None:
-            merged = {**kept[1], **values}
-            _read[key] = (kept[0], merged, ModelFacts.parse(merged))
+        merged = {**(kept[1] if kept else {}), **values}
+        _read[key] = (kept[0] if kept else -FACTS_FRESH_SECONDS, merged, ModelFacts.parse(merged))
+        _generation[key] = _generation.get(key, 0) + 1
     client = _redis(url)
     if client is None:
         with _lock:
@@ -193,6 +208,7 @@ def forget() -> None:
     with _lock:
         _local_store.clear()
         _read.clear()
+        _generation.clear()
         _pending.clear()
         _sampled.clear()
     client = _redis()
@@ -373,6 +389,64 @@ def learn_from_error(
     _lower(model, "learned_window", found)
     log.warning("model %s: the server's window is %s tokens (from its error: %s)", model, found, message[:200])
     return found, prompt_tokens
+
+
+# A window nobody reports is taken to hold at least this much: no agent works in less.
+UNKNOWN_WINDOW_FLOOR = 4096
+
+
+def observe_accepted(model: str, tokens: int) -> None:
+    """The server answered a request of `tokens` (prompt and answer room): its window holds at least that."""
+    if tokens > facts(model).proven * 1.1:
+        _write(model, proven=tokens)
+
+
+def unproven(model: str, tokens: int) -> bool:
+    """Whether a request of `tokens` (prompt and answer room) is larger than any the server has answered (and than
+    UNKNOWN_WINDOW_FLOOR): sent into a window nobody knows, it goes through the probe."""
+    return tokens > max(UNKNOWN_WINDOW_FLOOR, facts(model).proven)
+
+
+class Probe:
+    """One request at a time, fleet-wide, into a window nobody knows yet: the first request larger than any the
+    server has answered finds out, by its answer (the window holds it) or by its error (which names the window),
+    before the others are sent. Without it a burst of large requests in parallel, each of a worker's threads at
+    once, all overflowed before the first error taught the window. Held in Redis (SET NX with an expiry, so a
+    worker that dies does not hold it), in this process where there is none."""
+
+    _local: dict[str, threading.Lock] = {}
+
+    def __init__(self, model: str, hold_seconds: float) -> None:
+        self._key = f"{KEY_PREFIX}probe:{_key(model)}"
+        self._token = secrets.token_hex(8)
+        self._hold_ms = max(1000, int(hold_seconds * 1000))
+        self._held = False
+
+    def acquire(self, until: float) -> bool:
+        """Wait for the probe until `until` (a `time.monotonic()` value); whether it was taken."""
+        client = _redis()
+        if client is None:
+            with _lock:
+                lock = self._local.setdefault(self._key, threading.Lock())
+            self._held = lock.acquire(timeout=max(0.0, until - time.monotonic()))
+            return self._held
+        while not self._held:
+            self._held = bool(client.set(self._key, self._token, nx=True, px=self._hold_ms))
+            if not self._held:
+                if time.monotonic() >= until:
+                    return False
+                time.sleep(0.05)
+        return True
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        client = _redis()
+        if client is None:
+            self._local[self._key].release()
+        elif client.get(self._key) == self._token:
+            client.delete(self._key)  # ours still (an expired hold may have passed to another): theirs is kept
 
 
 def output_limit(model: str) -> int | None:
