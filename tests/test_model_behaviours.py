@@ -145,9 +145,8 @@ def fills_every_array_in_16k(fake: FakeLLM) -> None:
 
 def window_8k_unreported(fake: FakeLLM) -> None:
     # an 8k window the server shows nowhere: learned from its first overflow error
+    window_unreported(fake)
     fake.context_window = 8192
-    fake.window_api = None
-    fake.chars_per_token = 3.0
 
 
 def answers_capped_at_1024(fake: FakeLLM) -> None:

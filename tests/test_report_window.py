@@ -41,6 +41,17 @@ def research_sources(count: int, per_source: int) -> list[SourceNote]:
     return sources
 
 
+def serve(fake: FakeLLM, settings, window: int, ratio: float, output_limit: int, fill: bool) -> None:
+    """A fresh working model on a server of this window (set, as LLM_CONTEXT_TOKENS sets it), tokenizer (characters
+    a token), cap on answers and habit (`fill`: every array to its maxItems); nothing learned of it yet."""
+    fake.reset()
+    model_window.forget()
+    ResearchModel(fake).install()
+    fake.context_window, fake.window_api = window, None
+    fake.chars_per_token, fake.output_limit, fake.fill_to_max = ratio, output_limit, fill
+    settings.LLM_CONTEXT_TOKENS = window
+
+
 def user_texts(fake: FakeLLM, name: str) -> list[str]:
     return ["\n".join(m["content"] for m in body["messages"] if m["role"] == "user") for body in fake.calls(name)]
 
@@ -56,13 +67,8 @@ def user_texts(fake: FakeLLM, name: str) -> list[str]:
 def test_no_report_prompt_exceeds_the_window_and_no_finding_is_dropped(
     fakes, fake_llm: FakeLLM, settings, window: int, ratio: float, output_limit: int, fill: bool, shape
 ) -> None:
-    # given a model server with this window (set, as LLM_CONTEXT_TOKENS sets it), tokenizer, cap on answers and habit
-    fake_llm.reset()
-    model_window.forget()
-    ResearchModel(fake_llm).install()
-    fake_llm.context_window, fake_llm.window_api = window, None
-    fake_llm.chars_per_token, fake_llm.output_limit, fake_llm.fill_to_max = ratio, output_limit, fill
-    settings.LLM_CONTEXT_TOKENS = window
+    # given a model server with this window, tokenizer, cap on answers and habit
+    serve(fake_llm, settings, window, ratio, output_limit, fill)
     sources = research_sources(*shape)
     # when the report is planned and each section written from the findings the outline gave it
     outline = report_writer.outline(PROMPT, ANSWERS, ["Find measured figures"], sources)
@@ -111,12 +117,7 @@ def test_every_agent_builds_its_prompt_for_the_window_and_answers_within_its_lim
     fakes, fake_llm: FakeLLM, settings, window: int, ratio: float, output_limit: int, fill: bool
 ) -> None:
     # given the same kinds of server, and material far larger than any window
-    fake_llm.reset()
-    model_window.forget()
-    ResearchModel(fake_llm).install()
-    fake_llm.context_window, fake_llm.window_api = window, None
-    fake_llm.chars_per_token, fake_llm.output_limit, fake_llm.fill_to_max = ratio, output_limit, fill
-    settings.LLM_CONTEXT_TOKENS = window
+    serve(fake_llm, settings, window, ratio, output_limit, fill)
     sources = research_sources(30, 6)
     page = " ".join(quote for source in sources for _, quote in source.findings)
     long_prompt = PROMPT + " Consider in particular " + ", ".join(f"site {n} at -{n} °C" for n in range(3000)) + "."
