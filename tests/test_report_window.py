@@ -141,3 +141,40 @@ def test_every_agent_builds_its_prompt_for_the_window_and_answers_within_its_lim
     assert len(questions) == 3 and len(queries) == 3
     assert findings and update.insights and evaluation.score and answer.paragraphs
     assert fake_llm.overflows == 0
+
+
+def test_a_part_the_model_cannot_write_is_halved_then_written_offline_and_marked(
+    fakes, fake_llm: FakeLLM, settings
+) -> None:
+    # given a server that caps answers at 300 tokens, and a model whose sections about source 2 never end
+    serve(fake_llm, settings, 16384, 3.0, 300, False)
+    model = ResearchModel(fake_llm)
+    model.install()
+
+    def section(body, schema):
+        written = model.section(body, schema)
+        if "[2] " in user_texts_of(body):
+            written["subsections"] = [{"heading": "More", "paragraphs": [[{"text": "x " * 2000, "sources": [2]}]]}]
+        return written
+
+    fake_llm.handlers["report_section"] = section
+    sources = research_sources(3, 4)
+    # when the section is written from all three sources
+    content = report_writer.write_section(PROMPT, "Figures", [], sources, answers=ANSWERS, outline_headings=["Figures"])
+    # then source 2's findings were split down to one per call, then written offline: the section says so
+    assert content["extractive"] == "part"
+    sentences = [s for paragraph in content["paragraphs"] for s in paragraph]
+    for fact, quote in sources[1].findings:
+        assert {"text": fact, "sources": [2], "quotes": [{"source": 2, "quote": quote}]} in sentences
+    single = [text for text in user_texts(fake_llm, "report_section") if "[2] " in text and text.count("  - ") == 1]
+    assert len(single) == len(sources[1].findings)
+    # and the model's parts (sources 1 and 3) are in it as it wrote them
+    assert any(s["sources"] == [1] for s in sentences) and any(s["sources"] == [3] for s in sentences)
+    # and the reader is told, under the heading
+    texts = {source.url: PageText("\n".join(q for _, q in source.findings)) for source in sources}
+    markdown, _ = render_section("Figures", content, sources, texts)
+    assert markdown.splitlines()[2].startswith("> Partly written without the model")
+
+
+def user_texts_of(body) -> str:
+    return "\n".join(m["content"] for m in body["messages"] if m["role"] == "user")

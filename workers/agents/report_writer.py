@@ -177,10 +177,10 @@ def outline(
 
     Planned from a digest of every finding (its id and one line), in parts where the digest does not fit the
     model's window or the ids do not fit its answer: each part adds its findings to the sections planned so far or
-    to new ones. A part the model cannot answer within its limits is split in two; a single source it still cannot
-    plan is left to the placing below. Every finding ends in a section: one the model left out goes to the section
-    that holds most of its source's findings, else to a last section of further findings. Where the model planned
-    nothing at all, the extractive engine plans the report.
+    to new ones. A part the model cannot answer within its limits is split in two; a single finding it still cannot
+    plan, or a part it answers with invalid output, is left to the placing below. Every finding ends in a section:
+    one the model left out goes to the section that holds most of its source's findings, else to a last section of
+    further findings. Where the model planned nothing at all, the extractive engine plans the report.
     """
     request = _request(prompt, answers, objectives)
     room = prompt_room("report_writer")
@@ -200,15 +200,16 @@ def outline(
         try:
             data = _outline_part(request, part, first, asked + 1, asked + 1 + len(pending), sections)
         except NoRoom as small:
+            writing = writing_tokens("report_writer", room.model)
             pending.extendleft(reversed(_smaller(part, _outline_parts(part, small.room, writing, fixed, first))))
             continue
-        except AnswerCut:
+        except (AnswerCut, PromptTooLarge) as error:
             if _size(part) > 1:
                 pending.extendleft(reversed(_halves(part)))
                 continue
-            log.warning("report outline: the model could not plan one source within its limits; placed by id")
+            log.warning("report outline: one finding could not be planned within the limits (%s); placed by id", error)
             continue
-        except (InvalidOutputError, PromptTooLarge) as error:
+        except InvalidOutputError as error:
             log.warning("report outline: a part could not be planned (%s); its findings are placed by id", error)
             continue
         asked += 1
@@ -398,6 +399,7 @@ def write_section(
         try:
             data = _section_part(head, part, words, first, written + offline + 1 + len(pending) > 1, writing)
         except NoRoom as small:
+            writing = writing_tokens("report_writer", room.model)
             pending.extendleft(reversed(_smaller(part, _section_parts(part, small.room, writing, fixed))))
             continue
         except (AnswerCut, PromptTooLarge) as error:
