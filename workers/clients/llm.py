@@ -361,6 +361,7 @@ def _create(
             probe = model_window.Probe(model, seconds)
             if not probe.acquire(until=expires_at):
                 raise DeadlineExceeded("LLM call: another request was still finding out the model's window")
+            model_window.reread(model)  # the probe's last holder may have been another worker: what did it learn?
             if model_window.window(requests.agent, model)[0] or not model_window.unproven(model, size):
                 probe.release()
                 continue

@@ -401,6 +401,13 @@ def observe_accepted(model: str, tokens: int) -> None:
         _write(model, proven=tokens)
 
 
+def reread(model: str) -> None:
+    """Drop this process's copy of the model's facts: the next look reads the store (what another worker learned
+    a moment ago included)."""
+    with _lock:
+        _read.pop(_key(model), None)
+
+
 def unproven(model: str, tokens: int) -> bool:
     """Whether a request of `tokens` (prompt and answer room) is larger than any the server has answered (and than
     UNKNOWN_WINDOW_FLOOR): sent into a window nobody knows, it goes through the probe."""
