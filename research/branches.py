@@ -39,7 +39,7 @@ from research.models import (
     WebsiteStatus,
 )
 from research.planning import descendants
-from research.services import ServiceError
+from research.services import ServiceError, hold_active_slot, lock_owner
 from research.types import ResearchId
 
 SETTLED = (QueryStatus.FAILED, QueryStatus.CANCELLED)
@@ -143,7 +143,8 @@ def retry_query(research: Research, query_id: int) -> SerpQuery:
     _query(research, query_id)
     now = timezone.now()
     with transaction.atomic():
-        # Lock order: the query, then the research row.
+        # Lock order: the owner (a finished research runs again: counted like a start), the query, the research row.
+        lock_owner(research.owner_id)
         query = SerpQuery.objects.select_for_update().get(pk=query_id)
         if query.status not in RETRYABLE:
             raise QueryConflict(f"query is {query.status}: only a failed or cancelled query can be retried", "query_id")
@@ -157,6 +158,7 @@ def retry_query(research: Research, query_id: int) -> SerpQuery:
         if locked.status == ResearchStatus.RUNNING:
             transitions.add_branch(locked.pk, added)
         elif locked.status in FINISHED_STATUSES:
+            hold_active_slot(locked.owner_id)
             # Nothing else of a finished research is pending: only this branch is counted.
             reported = Document.objects.filter(
                 research_id=locked.pk, kind=DocumentKind.REPORT, version=locked.report_version
@@ -198,11 +200,13 @@ def deepen(research: Research, query: str, objective: str, source: dict[str, Any
     Pages it fetched already are read from what it stored (one fetch per URL per research). `source` says where
     the user started from (a free query, an open gap, a report section), for the event."""
     with transaction.atomic():
+        lock_owner(research.owner_id)  # before the research row (see services.lock_owner)
         locked = Research.objects.select_for_update(no_key=True).get(pk=research.pk)
         if locked.status != ResearchStatus.COMPLETED:
             raise QueryConflict(f"research is {locked.status}: dig deeper once it has completed")
         if locked.stop_reason:
             raise QueryConflict(f"research was stopped ({locked.stop_reason}) and cannot run again")
+        hold_active_slot(locked.owner_id)  # it runs again: counted like a start
         breadth, depth = locked.breadth or 1, locked.depth or 1
         top = SerpQuery.objects.filter(research_id=locked.pk, depth=1)
         last = top.aggregate(position=Max("position"), round=Max("round"))

@@ -136,14 +136,7 @@ def start_research(
     if review_plan is not None and not isinstance(review_plan, bool):
         raise InvalidInput("must be true or false", "review_plan")
     with transaction.atomic():
-        # Lock the owner's row so two starts at once cannot both slip under the cap.
-        get_user_model().objects.select_for_update().filter(pk=research.owner_id).first()
-        active = Research.objects.filter(owner_id=research.owner_id, status__in=ACTIVE_STATUSES).count()
-        if active >= settings.MAX_ACTIVE_RESEARCH_PER_USER:
-            raise TooManyActive(
-                f"you have {active} researches running; the limit is "
-                f"{settings.MAX_ACTIVE_RESEARCH_PER_USER}: wait for one to finish or cancel one"
-            )
+        hold_active_slot(research.owner_id)
         for position, answer in enumerate(answers or []):
             FollowUpQuestion.objects.filter(research=research, position=position).update(answer=answer)
         # Conditional: of two racing starts, only one moves the research on and queues it.
@@ -162,6 +155,26 @@ def start_research(
         ):
             raise NotStartable("research was started already", "research_id")
         dispatch.START.on_commit(str(research.pk))
+
+
+def lock_owner(owner_id: int) -> None:
+    """Lock the owner's row to the end of the transaction: first, before any research row, in every transaction
+    that may make one of the owner's researches active (so that they cannot deadlock)."""
+    get_user_model().objects.select_for_update().filter(pk=owner_id).first()
+
+
+def hold_active_slot(owner_id: int) -> None:
+    """Inside the transaction that makes one of the owner's researches active (a start, a deepen, a retry of a
+    finished one, a cancelled one's report): raise TooManyActive where the owner has MAX_ACTIVE_RESEARCH_PER_USER
+    active already. The owner's row stays locked to the commit (lock_owner), so two such requests at once cannot
+    both slip under the cap."""
+    lock_owner(owner_id)
+    active = Research.objects.filter(owner_id=owner_id, status__in=ACTIVE_STATUSES).count()
+    if active >= settings.MAX_ACTIVE_RESEARCH_PER_USER:
+        raise TooManyActive(
+            f"you have {active} researches running; the limit is "
+            f"{settings.MAX_ACTIVE_RESEARCH_PER_USER}: wait for one to finish or cancel one"
+        )
 
 
 def check_startable(research: Research) -> None:
@@ -274,6 +287,12 @@ def expire_drafts(older_than: timedelta) -> int:
 def report_what_was_found(research: Research) -> None:
     """Write the report of a cancelled research from what it analysed before the cancel: like a budget stop, the
     research is partial (stop_reason "cancelled"), nothing new is searched, and the report says it is partial."""
+    with transaction.atomic():
+        lock_owner(research.owner_id)
+        _report_cancelled(research)
+
+
+def _report_cancelled(research: Research) -> None:
     with research_transaction(research.pk):  # the row is locked: its state below holds until the commit
         locked = Research.objects.get(pk=research.pk)
         if locked.status != ResearchStatus.CANCELLED:
@@ -282,6 +301,7 @@ def report_what_was_found(research: Research) -> None:
             raise NothingToReport("this research has a report already")
         if not Extract.objects.filter(research_id=locked.pk).exists():
             raise NothingToReport("nothing was analysed before the cancel: there is nothing to report")
+        hold_active_slot(locked.owner_id)  # it runs again: counted like a start
         # Every query is settled (the cancel stopped the rest), so the report step finds the tree finished.
         transitions.report_cancelled(locked.pk, budgets.CANCELLED)
         record_event(locked.pk, EventType.REPORT_REQUESTED, {"by": "user", "was": ResearchStatus.CANCELLED})
