@@ -16,11 +16,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from research import database, dispatch, transitions
+from research import dispatch, transitions
 from research.dispatch import QUEUED
 from research.events import record_event
 from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES
@@ -117,18 +117,10 @@ def _cancel(research_id: ResearchId, query_id: int) -> list[int] | None:
 
 def _count_off(research_id: ResearchId, count: int) -> bool:
     """Count `count` nodes off the running research (its row locked last); at zero, hand on the report."""
-    table = Research._meta.db_table
-    pk = Research._meta.pk.get_db_prep_value(research_id, connection)
-    with database.prepared_cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET pending_queries = pending_queries - %s WHERE id = %s AND status = %s "
-            "RETURNING pending_queries",
-            [count, pk, ResearchStatus.RUNNING],
-        )
-        row = cursor.fetchone()
-    if row is None:
+    pending = transitions.count_off_running(research_id, count)
+    if pending is None:
         return False
-    if count > 0 and row[0] == 0:
+    if count > 0 and pending == 0:
         # As the last counted-off query does (workers/pipeline/progress.py): the report's lease, then its task.
         transitions.hand_on(research_id)
         dispatch.queue_tree_finished_on_commit(research_id)

@@ -24,7 +24,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database, push
+from research import database, push, transitions
 from research.models import Event, Research
 from research.numbering import number
 from research.transactions import open_tally
@@ -49,18 +49,10 @@ def record_event(research_id: ResearchId, event_type: str, data: dict[str, Any] 
 
 def _take_seqs(research_id: ResearchId, count: int) -> int:
     """Embedded mode: hand out the research's next `count` seqs; the last one."""
-    # The UPDATE holds the research row until commit, so concurrent recorders queue up here and each gets the next
-    # numbers; a rolled-back transaction rolls its numbers back too, so seqs have no gaps.
-    with database.prepared_cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {Research._meta.db_table} SET last_event_seq = last_event_seq + %s WHERE id = %s "
-            "RETURNING last_event_seq",
-            [count, Research._meta.pk.get_db_prep_value(research_id, connection)],
-        )
-        row = cursor.fetchone()
-    if row is None:
+    last = transitions.take_event_seqs(research_id, count)
+    if last is None:
         raise Research.DoesNotExist(research_id)
-    return int(row[0])
+    return int(last)
 
 
 def insert_events(research_id: ResearchId, recorded: list[tuple[str, dict[str, Any]]]) -> None:

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from research import database
+from research import database, transitions
 from research.models import Event, Research
 from research.types import ResearchId
 
@@ -43,25 +43,18 @@ def number(research_id: ResearchId, inserted: bool = False, lock_timeout_ms: int
 
 
 def _number(research_id: ResearchId, pk: Any) -> int:
-    research, events = Research._meta.db_table, Event._meta.db_table
-    with transaction.atomic(), database.prepared_cursor() as cursor:
+    with transaction.atomic():
         # First the row, in a statement of its own, so that the numbering's statement, which starts after the lock
         # is granted, sees every event the numberings before it numbered.
-        cursor.execute(f"SELECT last_event_seq FROM {research} WHERE id = %s FOR NO KEY UPDATE", [pk])
-        row = cursor.fetchone()
+        with database.prepared_cursor() as cursor:
+            cursor.execute(
+                f"SELECT last_event_seq FROM {Research._meta.db_table} WHERE id = %s FOR NO KEY UPDATE", [pk]
+            )
+            row = cursor.fetchone()
         if row is None:
             raise Research.DoesNotExist(research_id)
-        cursor.execute(
-            f"WITH todo AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM {events} "
-            "WHERE research_id = %s AND seq IS NULL), "
-            f"numbered AS (UPDATE {events} AS event SET seq = %s + todo.n FROM todo WHERE event.id = todo.id "
-            "RETURNING 1) "
-            f"UPDATE {research} SET last_event_seq = last_event_seq + (SELECT count(*) FROM numbered) "
-            "WHERE id = %s RETURNING last_event_seq",
-            [pk, row[0], pk],
-        )
-        (last,) = cursor.fetchone() or row
-        return int(last)
+        last = transitions.number_events(pk, row[0])
+        return int(row[0] if last is None else last)
 
 
 def unnumbered(older_than: Any) -> list[Any]:

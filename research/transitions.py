@@ -3,8 +3,9 @@
 A transition names the state it moves from in its WHERE clause (compare-and-set), so of two racing writers one
 wins and the other learns it lost from the returned bool, without reading the row first. Callers hold the
 research's transaction (`research.transactions.research_transaction`) where the change must commit with events
-or follow-on steps. Counters that many steps add to at once go through the tallies of research/transactions.py
-(one UPDATE per transaction); the rest are here. `tests/test_layers.py` fails on a `Research.objects….update(`
+or follow-on steps. The counters that hot paths move in hand-written statements (a tree transaction's tally, the
+event numbers, a branch counted off) are written here too, by the statements those paths run.
+`tests/test_transitions.py` fails on a `Research.objects….update(`, or an SQL `UPDATE` of the research table,
 anywhere else.
 """
 
@@ -14,11 +15,13 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
+from research import database
 from research.dispatch import QUEUED, SWEEPER, WAITING
-from research.models import ReportSection, Research, ResearchStatus, SectionStatus
+from research.models import Event, ReportSection, Research, ResearchStatus, SectionStatus
 from research.types import ResearchId
 
 
@@ -290,3 +293,78 @@ def add_dropped_quotes(research_id: ResearchId, count: int) -> None:
 def rename(research_id: ResearchId, title: str) -> None:
     """A title of its user's choosing: a report written later keeps it."""
     _research(research_id).update(title=title, title_from_user=True)
+
+
+# --- counters of the hot paths, in hand-written statements ----------------------------------------------------
+
+_TABLE = Research._meta.db_table
+
+
+def _pk(research_id: ResearchId) -> Any:
+    return Research._meta.pk.get_db_prep_value(research_id, connection)
+
+
+def _returning(sql: str, params: list[Any]) -> Any:
+    """The first column of the statement's first row, or None when it changed no row."""
+    with database.prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+def count_off(research_id: ResearchId, queries: int) -> int | None:
+    """Count `queries` settled queries off; the queries still pending (None: no such research)."""
+    return _returning(
+        f"UPDATE {_TABLE} SET pending_queries = pending_queries - %s WHERE id = %s RETURNING pending_queries",
+        [queries, _pk(research_id)],
+    )
+
+
+def count_off_running(research_id: ResearchId, queries: int) -> int | None:
+    """Count `queries` nodes off a running research (a cancelled branch); the queries still pending, or None when
+    it is not running."""
+    return _returning(
+        f"UPDATE {_TABLE} SET pending_queries = pending_queries - %s WHERE id = %s AND status = %s "
+        "RETURNING pending_queries",
+        [queries, _pk(research_id), ResearchStatus.RUNNING],
+    )
+
+
+def take_event_seqs(research_id: ResearchId, count: int) -> int | None:
+    """Hand out the research's next `count` event numbers: the last one (None: no such research). The row stays
+    locked to the commit, so concurrent recorders queue up and each gets the next numbers; a rolled-back
+    transaction rolls its numbers back too, so numbers have no gaps."""
+    return _returning(
+        f"UPDATE {_TABLE} SET last_event_seq = last_event_seq + %s WHERE id = %s RETURNING last_event_seq",
+        [count, _pk(research_id)],
+    )
+
+
+def number_events(pk: Any, after: int) -> int | None:
+    """Number the research's unnumbered events after `after` (its last number, read under its row's lock) in
+    order of insertion, and count them on the row, in one statement: the last number (None: no such research)."""
+    events = Event._meta.db_table
+    return _returning(
+        f"WITH todo AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM {events} "
+        "WHERE research_id = %s AND seq IS NULL), "
+        f"numbered AS (UPDATE {events} AS event SET seq = %s + todo.n FROM todo WHERE event.id = todo.id "
+        "RETURNING 1) "
+        f"UPDATE {_TABLE} SET last_event_seq = last_event_seq + (SELECT count(*) FROM numbered) "
+        "WHERE id = %s RETURNING last_event_seq",
+        [pk, after, pk],
+    )
+
+
+def tally_statement(research_pk: Any, quotes_dropped: int, finished: int, now: datetime) -> tuple[str, list[Any]]:
+    """A tree transaction's tally, applied to the row (its statement and parameters, for the caller to run alone
+    or after its events' insert): quotes dropped added, finished queries counted off and, by the last of them, the
+    report's lease handed on (the sweeper re-queues a lost one). It returns the pending queries, the status and the
+    stop reason."""
+    sql = (
+        f"UPDATE {_TABLE} SET quotes_dropped = quotes_dropped + %s, "
+        "pending_queries = pending_queries - %s, "
+        "claimed_at = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_at END, "
+        "claimed_by = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_by END "
+        "WHERE id = %s RETURNING pending_queries, status, stop_reason"
+    )
+    return sql, [quotes_dropped, finished, finished, finished, now, finished, finished, QUEUED, research_pk]

@@ -30,8 +30,9 @@ MAX_LEARNINGS = 40
 STOP, CONTINUE = "stop", "continue"
 
 
-def _decrement(model: type[Research] | type[SerpQuery], column: str, pk: Any, by: int = 1) -> int | None:
-    """Decrement a counter and read the new value in one statement (no read-modify-write race)."""
+def _decrement(model: type[SerpQuery], column: str, pk: Any, by: int = 1) -> int | None:
+    """Decrement a query's counter and read the new value in one statement (no read-modify-write race); the
+    research's are written in research/transitions.py."""
     table, value = model._meta.db_table, model._meta.pk.get_db_prep_value(pk, connection)
     with database.prepared_cursor() as cursor:
         cursor.execute(f"UPDATE {table} SET {column} = {column} - %s WHERE id = %s RETURNING {column}", [by, value])
@@ -151,7 +152,7 @@ def query_finished(
     tally = open_tally(finished.research_id)
     if tally is not None:
         tally.queries_finished += counted  # the tree transaction's end counts them off; at zero, the report
-    elif _decrement(Research, "pending_queries", finished.research_id, counted) == 0:
+    elif transitions.count_off(finished.research_id, counted) == 0:
         transitions.hand_on(finished.research_id)
         dispatch.queue_tree_finished_on_commit(finished.research_id)
     return True

@@ -19,13 +19,11 @@ finds it here and rolls back (ResearchStopped), so nothing lands in a research o
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database, dispatch, events, push
-from research.dispatch import QUEUED
+from research import database, dispatch, events, push, transitions
 from research.models import Event, Research, ResearchStatus
 from research.transactions import Tally, tallying
 from research.types import ResearchId
@@ -53,16 +51,7 @@ def _apply(tally: Tally) -> None:
     one_statement = database.one_statement_writes()
     if finished or tally.quotes_dropped or not one_statement:
         # Counters move (a query counted off, quotes dropped): the row is written, and held to the commit.
-        research = (
-            f"UPDATE {Research._meta.db_table} SET quotes_dropped = quotes_dropped + %s, "
-            "pending_queries = pending_queries - %s, "
-            # The report is handed on when the last query is counted off (the sweeper re-queues a lost one).
-            "claimed_at = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_at END, "
-            "claimed_by = CASE WHEN %s > 0 AND pending_queries - %s = 0 THEN %s ELSE claimed_by END "
-            "WHERE id = %s RETURNING pending_queries, status, stop_reason"
-        )
-        params: list[Any] = [tally.quotes_dropped, finished, finished, finished, now, finished, finished, QUEUED]
-        params.append(research_id)
+        research, params = transitions.tally_statement(research_id, tally.quotes_dropped, finished, now)
     else:
         # Only events: the row is read, not written. FOR KEY SHARE, which other tree transactions share (it is what
         # their inserts take anyway) and which only an ending waits for (`lock_row(..., exclusive=True)`): so no
