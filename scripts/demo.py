@@ -1,10 +1,11 @@
 """`make demo`: a complete research on this machine, offline, watched live in the terminal and the browser.
 
-Uses PostgreSQL and Redis where DATABASE_URL / REDIS_URL (or the local defaults) reach them; otherwise runs on the
-embedded defaults — SQLite in WAL mode, the filesystem broker, the channels-lite layer — with the sweeper on, since
-those brokers do not redeliver. Without an LLM endpoint the research uses the extractive engine, and without
-SearxNG the local document collection (the Python standard library's documentation, rendered by pydoc). The
-processes and code paths are the production ones: daphne, a Celery worker, celery beat, the same tasks and UI.
+Uses PostgreSQL and Redis where DATABASE_URL / REDIS_URL (or the local defaults) reach them; otherwise starts
+PostgreSQL and Valkey (a Redis-compatible server) from the pip-installed wheels in the demo's folder, the same
+engines production runs, and stops them when it ends (devtools/local_servers.py). Without an LLM endpoint the
+research uses the extractive engine, and without SearxNG the local document collection (the Python standard
+library's documentation, rendered by pydoc). The processes and code paths are the production ones: daphne, a
+Celery worker, celery beat, the same tasks and UI.
 
 The demo never touches a deployment's data: on the servers DATABASE_URL and REDIS_URL name it uses a database of
 its own (`deepresearch_demo`) and Redis db 15, unless DEMO_DATABASE_URL / DEMO_REDIS_URL say otherwise.
@@ -34,6 +35,7 @@ from urllib.parse import urlparse, urlunparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from devtools.local_servers import LocalServers  # noqa: E402 - the standard library, and the wheels' binaries
 from devtools.processes import celery_command, free_port, spawn, stop, wait_until, worker_command  # noqa: E402 - the standard library only
 from scripts.build_demo_collection import DEMO_PROMPT as PROMPT  # noqa: E402 - the question its documents answer
 from scripts.build_demo_collection import DEMO_QUESTION as QUESTION  # noqa: E402 - asked of the finished research
@@ -90,8 +92,9 @@ def demo_service_urls(env: dict[str, str]) -> tuple[str, str]:
     return database_url, redis_url
 
 
-def configure(var: Path, port: int) -> tuple[dict[str, str], str]:
-    """The environment every demo process gets, and a description of the mode."""
+def configure(var: Path, port: int, local: LocalServers) -> tuple[dict[str, str], str]:
+    """The environment every demo process gets, and a description of the mode. Where the configured servers do
+    not answer, `local` is started and used."""
     env = dict(os.environ)
     secret_file = var / "secret-key"
     if not secret_file.exists():
@@ -108,17 +111,11 @@ def configure(var: Path, port: int) -> tuple[dict[str, str], str]:
         mode = f"PostgreSQL ({urlparse(database_url).path.lstrip('/')}) and Redis ({redis_url})"
         env.update({"DATABASE_URL": database_url, "REDIS_URL": redis_url})
     else:
-        mode = "embedded: SQLite (WAL), the filesystem broker and the channels-lite layer in " + str(var)
-        env.update(
-            {
-                "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}",
-                "REDIS_URL": "",
-                "CELERY_BROKER_URL": "filesystem://",
-                "CELERY_BROKER_FOLDER": str(var / "broker"),
-                "CHANNEL_LAYER": "sqlite",
-                "CHANNELS_DATABASE_PATH": str(var / "channels.sqlite3"),
-            }
-        )
+        local.start()
+        database_url = with_path(local.database_url, "/" + DEMO_DATABASE)
+        create_database(database_url)
+        mode = f"embedded: PostgreSQL and Valkey from the pip-installed wheels, in {local.folder} (stopped on exit)"
+        env.update({"DATABASE_URL": database_url, "REDIS_URL": local.redis_url})
     host_port = f"127.0.0.1:{port}"
     env.update(
         {
@@ -333,13 +330,14 @@ def main() -> None:
     var = Path(os.environ.get("DEMO_VAR", ROOT / "var" / "demo")).resolve()
     var.mkdir(parents=True, exist_ok=True)
     port = free_port(int(os.environ.get("DEMO_PORT", "8000")))
-    env, mode = configure(var, port)
-    say(f"Mode: {mode}")
-    password = prepare(env, var)
-    if model_configured(env):
-        check_model(env)
+    local = LocalServers(var / "servers")
     processes = Processes(var)
     try:
+        env, mode = configure(var, port, local)
+        say(f"Mode: {mode}")
+        password = prepare(env, var)
+        if model_configured(env):
+            check_model(env)
         base = start_services(processes, env, var, port)
         breadth, depth = int(os.environ.get("DEMO_BREADTH", "2")), int(os.environ.get("DEMO_DEPTH", "2"))
         prompt = os.environ.get("DEMO_PROMPT", PROMPT)
@@ -362,6 +360,7 @@ def main() -> None:
         print()
     finally:
         processes.stop()
+        local.stop()
 
 
 def model_configured(env: dict[str, str]) -> bool:
@@ -384,8 +383,6 @@ def check_model(env: dict[str, str]) -> None:
 def prepare(env: dict[str, str], var: Path) -> str:
     """Tables, the indexed document collection and the demo user; returns the user's password."""
     manage(env, "migrate", "--noinput", "-v", "0")
-    if env["DATABASE_URL"].startswith("sqlite") and env.get("CHANNEL_LAYER") == "sqlite":
-        manage(env, "migrate", "--database", "channels", "--noinput", "-v", "0")
 
     collection = var / "collection"
     if not collection.is_dir():

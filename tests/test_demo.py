@@ -1,18 +1,20 @@
 """`make demo DEMO_EXIT=1` (scripts/demo.py) completes a breadth-2, depth-2 research offline, on PostgreSQL + Redis
-when they answer and on the embedded defaults when they do not; every citation of its report is a document of the
-collection and every quote appears in that document. It then asks the research a question, answered offline."""
+when they answer and on PostgreSQL and Valkey from the pip-installed wheels when they do not; every citation of its
+report is a document of the collection and every quote appears in that document. It then asks the research a
+question, answered offline."""
 
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import psycopg
 import pytest
 from django.contrib.auth.hashers import check_password
 
+from devtools.local_servers import LocalServers
 from devtools.processes import ROOT, free_port
 from scripts.build_demo_collection import DEMO_QUESTION
 from tests.support.demo import load_demo_script
@@ -138,7 +140,7 @@ def test_demo_on_postgresql_and_redis(tmp_path) -> None:
             conn.execute(f'drop database if exists "{name}" with (force)')
 
 
-def test_demo_on_embedded_defaults_when_services_do_not_answer(tmp_path) -> None:
+def test_demo_on_embedded_servers_when_the_configured_ones_do_not_answer(tmp_path) -> None:
     closed = free_port()  # nothing listens there: as if PostgreSQL and Redis were stopped
     output = run_demo(
         tmp_path,
@@ -147,13 +149,19 @@ def test_demo_on_embedded_defaults_when_services_do_not_answer(tmp_path) -> None
             "REDIS_URL": f"redis://127.0.0.1:{closed}/0",
         },
     )
-    assert "Mode: embedded: SQLite (WAL), the filesystem broker and the channels-lite layer" in output
-    database = sqlite3.connect(tmp_path / "db.sqlite3")
-    documents = dict(database.execute("select id, text from research_collectiondocument").fetchall())
-    assert database.execute("select status from research_research").fetchall() == [("completed",)]
-    assert database.execute("select count(*) from research_serpquery where status = 'done'").fetchone()[0] == 4
-    password_hash = database.execute("select password from auth_user where username = 'demo'").fetchone()[0]
-    asked = database.execute("select question, status, sources_answer from research_askedquestion").fetchall()
-    assert asked == [(DEMO_QUESTION, "answered", 1)]
+    # the first line it prints says so
+    assert "Mode: embedded: PostgreSQL and Valkey from the pip-installed wheels" in output.splitlines()[0], output[:300]
+    # and it left no server running: both were stopped on exit
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+    # what it stored is in its own PostgreSQL, started again here to read it
+    with LocalServers(tmp_path / "servers") as servers:
+        with psycopg.connect(servers.database_url.rsplit("/", 1)[0] + "/deepresearch_demo") as conn:
+            documents = dict(conn.execute("select id, text from research_collectiondocument").fetchall())
+            assert conn.execute("select status from research_research").fetchall() == [("completed",)]
+            done = conn.execute("select count(*) from research_serpquery where status = 'done'").fetchone()[0]
+            password_hash = conn.execute("select password from auth_user where username = 'demo'").fetchone()[0]
+            asked = conn.execute("select question, status, sources_answer from research_askedquestion").fetchall()
+    assert done == 4
+    assert asked == [(DEMO_QUESTION, "answered", True)]
     check_output(output, password_hash)
     check_report(tmp_path, documents)
