@@ -265,6 +265,7 @@ class FakeWeb(FakeServer):
     def __init__(self) -> None:
         super().__init__()
         self._pages: dict[str, _Custom] = {}
+        self.long_pages = 0
 
     def reset_switches(self) -> None:
         with self._lock:
