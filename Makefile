@@ -51,13 +51,15 @@ demo: venv
 install-check:
 	PYTHON=$(PYTHON) bash scripts/check-install.sh
 
-test: dev services browser lint install-check
-	$(PY) -m pytest $(PYTEST_ARGS)
+# PostgreSQL and Redis: the machine's where they answer, else PostgreSQL and Valkey from the wheels, started for the
+# run and stopped after it (scripts/with_servers.py).
+test: dev browser lint install-check
+	$(PY) scripts/with_servers.py $(PY) -m pytest $(PYTEST_ARGS)
 
 # The inner loop: the unit and database lanes without the slow tests (no worker processes, daphne, Chromium or
 # fault injection, and no lint); the lanes: README.md, under `make test`. `make test` stays the full suite.
-test-fast: dev services
-	$(PY) -m pytest -m "(unit or database) and not slow" $(PYTEST_ARGS)
+test-fast: dev
+	$(PY) scripts/with_servers.py $(PY) -m pytest -m "(unit or database) and not slow" $(PYTEST_ARGS)
 
 migrate: venv services
 	$(PY) manage.py migrate

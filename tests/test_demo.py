@@ -16,6 +16,7 @@ from django.contrib.auth.hashers import check_password
 
 from devtools.local_servers import LocalServers
 from devtools.processes import ROOT, free_port
+from devtools.servers import database_url
 from scripts.build_demo_collection import DEMO_QUESTION
 from tests.support.demo import load_demo_script
 from tests.support.private_services import PrivateRedis
@@ -119,7 +120,8 @@ def test_the_terminal_shows_the_start_of_an_answer_with_its_citations_as_numbers
 def test_demo_on_postgresql_and_redis(tmp_path) -> None:
     redis_server = PrivateRedis().start()  # its own broker: the test run's workers must not take its tasks
     name = f"test_demo_{os.getpid()}"
-    url = f"postgres://postgres@127.0.0.1:5432/{name}"
+    server = database_url().rsplit("/", 1)[0]  # the test run's server: the machine's, or the wheels'
+    url = f"{server}/{name}"
     try:
         output = run_demo(tmp_path, {"DEMO_DATABASE_URL": url, "DEMO_REDIS_URL": redis_server.url})
         assert f"Mode: PostgreSQL ({name}) and Redis" in output
@@ -136,7 +138,7 @@ def test_demo_on_postgresql_and_redis(tmp_path) -> None:
         check_report(tmp_path, documents)
     finally:
         redis_server.stop()
-        with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
             conn.execute(f'drop database if exists "{name}" with (force)')
 
 

@@ -1,12 +1,12 @@
 """Private PostgreSQL and Redis servers on free ports, and a Celery beat process, for fault tests.
 
 Restarting the machine's shared services would disturb everything else on it, so tests that
-restart or flush a service start their own, and stop them by PID when done.
+restart or flush a service start their own, and stop them by PID when done. They run the servers of the
+pip-installed wheels (PostgreSQL 18, Valkey 9: devtools/local_servers.py), so no test needs the machine's packages.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +17,7 @@ from pathlib import Path
 import psycopg
 import redis
 
+from devtools.local_servers import hand_to, pg_user, run_pg, valkey_bin
 from devtools.processes import ARTIFACTS, free_port, spawn, stop
 from devtools.servers import log_level
 
@@ -29,7 +30,7 @@ class PrivateRedis:
 
     def start(self) -> PrivateRedis:
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [str(valkey_bin()), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -48,11 +49,6 @@ class PrivateRedis:
             self.process.wait()
 
 
-def postgres_bin() -> Path:
-    """The bin folder of the newest PostgreSQL installed from Debian's packages (initdb, pg_ctl)."""
-    return Path("/usr/lib/postgresql") / sorted(os.listdir("/usr/lib/postgresql"))[-1] / "bin"
-
-
 class PrivatePostgres:
     """A throwaway cluster (initdb as the postgres user) on a free port, with trust auth on loopback."""
 
@@ -62,14 +58,11 @@ class PrivatePostgres:
         self.data = self.dir / "data"
         self.url = f"postgres://postgres@127.0.0.1:{self.port}/deepresearch"
 
-    def _as_postgres(self, *command: str) -> None:
-        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run([*prefix, *command], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
     def start(self) -> PrivatePostgres:
-        if os.geteuid() == 0:
-            shutil.chown(self.dir, "postgres")
-        self._as_postgres(str(postgres_bin() / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
+        user = pg_user()
+        if user is not None:
+            hand_to(self.dir, user)
+        run_pg("initdb", ["-D", str(self.data), "-A", "trust", "-U", "postgres"], user)
         self._pg_ctl("start")
         with psycopg.connect(f"postgres://postgres@127.0.0.1:{self.port}/postgres", autocommit=True) as conn:
             conn.execute("CREATE DATABASE deepresearch")
@@ -77,17 +70,10 @@ class PrivatePostgres:
 
     def _pg_ctl(self, action: str, *extra: str) -> None:
         options = f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.dir}"
-        self._as_postgres(
-            str(postgres_bin() / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-o",
-            options,
-            "-w",
-            "-l",
-            str(self.dir / "log"),
-            action,
-            *extra,
+        run_pg(
+            "pg_ctl",
+            ["-D", str(self.data), "-o", options, "-w", "-l", str(self.dir / "log"), action, *extra],
+            pg_user(),
         )
 
     def restart(self) -> None:
@@ -96,7 +82,7 @@ class PrivatePostgres:
     def stop(self) -> None:
         try:
             self._pg_ctl("stop", "-m", "immediate")
-        except subprocess.CalledProcessError:
+        except RuntimeError:
             pass
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -346,25 +346,31 @@ def _create(
         elif mode == "json_object":
             options["response_format"] = {"type": "json_object"}
         options["max_completion_tokens" if model_window.wants_completion_tokens(model) else "max_tokens"] = answer
-        ratelimit.wait_for_rate_until(
-            f"llm:{urlparse(base_url).netloc}", settings.LLM_RATE_LIMIT, expires_at, "LLM call"
-        )
-        requests.admit()
-        # Each attempt gets what this model has shown it needs (at least LLM_TIMEOUT), or what is left of the
-        # deadline; the openai package's own timeout is per socket read.
-        seconds = min(model_window.attempt_timeout(model), time_left(expires_at, "LLM call"))
         size = _tokens(model, sent) + answer
         probe = None
         if room.tokens >= UNKNOWN_WINDOW_ROOM and model_window.unproven(model, size):
             # Built with the window unknown, and larger than any request the server has answered: one such request
             # at a time finds the window out (model_window.Probe); the others are built again for what it learned.
-            probe = model_window.Probe(model, seconds)
+            # Before the rate limiter: a request built again has not been sent, and takes no admission.
+            probe = model_window.Probe(model, min(model_window.attempt_timeout(model), time_left(expires_at, "LLM")))
             if not probe.acquire(until=expires_at):
                 raise DeadlineExceeded("LLM call: another request was still finding out the model's window")
             model_window.reread(model)  # the probe's last holder may have been another worker: what did it learn?
             if model_window.window(requests.agent, model)[0] or not model_window.unproven(model, size):
                 probe.release()
                 continue
+        try:
+            ratelimit.wait_for_rate_until(
+                f"llm:{urlparse(base_url).netloc}", settings.LLM_RATE_LIMIT, expires_at, "LLM call"
+            )
+            requests.admit()
+        except BaseException:
+            if probe is not None:
+                probe.release()
+            raise
+        # Each attempt gets what this model has shown it needs (at least LLM_TIMEOUT), or what is left of the
+        # deadline; the openai package's own timeout is per socket read.
+        seconds = min(model_window.attempt_timeout(model), time_left(expires_at, "LLM call"))
         started = time.monotonic()
         try:
             create = functools.partial(_post_completion, client, {"model": model, "messages": sent, **options}, seconds)
