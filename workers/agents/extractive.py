@@ -367,22 +367,15 @@ def write_section(
     """One section in report_writer.SECTION_SCHEMA's shape: the outline's sentences, in its order, each citing
     every given source it came from with its quote; one paragraph per first-cited source, as in the whole report."""
     by_text = {item.text.casefold(): item for item in _items(sources)}
-    paragraphs: dict[int, list[dict[str, Any]]] = {}
-    for learning in learnings:
-        item = by_text.get(" ".join(learning.split()).casefold())
-        if item is not None:
-            paragraphs.setdefault(min(item.quotes), []).append(item.as_sentence())
-    return {"paragraphs": list(paragraphs.values()), "subsections": []}
+    found = [by_text.get(" ".join(learning.split()).casefold()) for learning in learnings]
+    return {"paragraphs": _by_first_source([item for item in found if item is not None]), "subsections": []}
 
 
 def section_from_findings(sources: list[SourceNote]) -> dict[str, Any]:
     """The given findings as a section in report_writer.SECTION_SCHEMA's shape, without a model: each finding's
     fact a sentence citing every given source it came from with its quote, one paragraph per first-cited source.
     What the report writer falls back on for a part of a section its model could not write within its limits."""
-    paragraphs: dict[int, list[dict[str, Any]]] = {}
-    for item in _items(sources):
-        paragraphs.setdefault(min(item.quotes), []).append(item.as_sentence())
-    return {"paragraphs": list(paragraphs.values()), "subsections": []}
+    return {"paragraphs": _by_first_source(_items(sources)), "subsections": []}
 
 
 def _items(sources: list[SourceNote]) -> list[_Item]:
@@ -404,10 +397,16 @@ def _section(heading: str, found: list[tuple[float, _Item]]) -> dict[str, Any]:
     """Best sentences first, at most MAX_SECTION_SENTENCES; one paragraph per first-cited source, in order of
     that source's best sentence, so each paragraph reads as one document's account."""
     ranked = sorted(found, key=lambda pair: -pair[0])[:MAX_SECTION_SENTENCES]
+    return {"heading": heading, "paragraphs": _by_first_source([item for _, item in ranked]), "subsections": []}
+
+
+def _by_first_source(items: list[_Item]) -> list[list[dict[str, Any]]]:
+    """The items as sentences, in order, in one paragraph per first-cited source (each paragraph reads as one
+    document's account)."""
     paragraphs: dict[int, list[dict[str, Any]]] = {}
-    for _, item in ranked:
+    for item in items:
         paragraphs.setdefault(min(item.quotes), []).append(item.as_sentence())
-    return {"heading": heading, "paragraphs": list(paragraphs.values()), "subsections": []}
+    return list(paragraphs.values())
 
 
 def _heading(objective: str) -> str:

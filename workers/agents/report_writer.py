@@ -623,12 +623,11 @@ def section_schema(capacity: int) -> dict[str, Any]:
     per_paragraph = max(1, min(MAX_SENTENCES_PER_PARAGRAPH, capacity // 2))
     slots = max(1, capacity // per_paragraph)
     paragraphs = max(1, (slots + 1) // 2)
-    sentences = {"type": "array", "maxItems": per_paragraph, "items": _bounded_sentence()}
     schema = copy.deepcopy(SECTION_SCHEMA)
     schema["properties"]["paragraphs"] = paragraphs_schema(paragraphs * per_paragraph, paragraphs)
     subsection = schema["properties"]["subsections"]
     subsection["maxItems"] = slots - paragraphs
-    subsection["items"]["properties"]["paragraphs"] = {"type": "array", "maxItems": 1, "items": sentences}
+    subsection["items"]["properties"]["paragraphs"] = paragraphs_schema(per_paragraph, 1)
     return schema
 
 
