@@ -1,8 +1,8 @@
 """The local document collection: indexing files, ranking them for a query, and the signed links workers fetch.
 
 Files are read once by `manage.py index_documents` into CollectionDocument rows (the text, and the markup of HTML
-files). Search ranks them with PostgreSQL full-text search, or, on SQLite (embedded mode), with BM25 in Python
-over term counts stored at indexing time. A document is reachable only through a link signed with SECRET_KEY, so
+files). Search ranks them with PostgreSQL full-text search: a stored tsvector per document (title weighted above
+text) under a GIN index, ranked by `ts_rank`. A document is reachable only through a link signed with SECRET_KEY, so
 the unauthenticated view that serves it to workers gives out exactly the documents the search provider named.
 """
 
@@ -24,9 +24,8 @@ from django.db.models import F, Value
 from django.db.models.functions import Substr
 from django.utils import timezone
 
-from research import database
 from research.models import CollectionDocument
-from research.text.lexical import BM25, counts, is_content_word, terms, words
+from research.text.lexical import is_content_word, words
 from research.text.page_text import PdfError, decode_body, extract_text, pdf_text
 
 log = logging.getLogger(__name__)
@@ -45,8 +44,6 @@ CONTENT_TYPES = {
 # Only the start of a very long document is indexed for search (PostgreSQL caps a tsvector at 1 MB); workers
 # still fetch and read the whole document.
 INDEXED_CHARS = 300_000
-# Title words count this many times more than body words in the SQLite ranking (PostgreSQL: weight A vs B).
-TITLE_WEIGHT = 5
 SEARCH_CONFIG = "english"
 _SALT = "research.collection.document"
 
@@ -180,26 +177,17 @@ def index_file(path: Path) -> str:
         "sha256": digest,
         "extraction": TEXT_EXTRACTION,
         "size": len(data),
-        "terms": document_terms(parsed.title, parsed.text),
         "indexed_at": timezone.now(),
     }
     if len(parsed.source or parsed.text) > settings.SCRAPE_MAX_BYTES:
         log.warning("%s is larger than SCRAPE_MAX_BYTES: workers will refuse to read it", path)
     with transaction.atomic():
         document, created = CollectionDocument.objects.update_or_create(path=str(path), defaults=fields)
-        if database.full_text_search():
-            CollectionDocument.objects.filter(pk=document.pk).update(
-                search_vector=SearchVector(Value(parsed.title), weight="A", config=SEARCH_CONFIG)
-                + SearchVector(Substr("text", 1, INDEXED_CHARS), weight="B", config=SEARCH_CONFIG)
-            )
+        CollectionDocument.objects.filter(pk=document.pk).update(
+            search_vector=SearchVector(Value(parsed.title), weight="A", config=SEARCH_CONFIG)
+            + SearchVector(Substr("text", 1, INDEXED_CHARS), weight="B", config=SEARCH_CONFIG)
+        )
     return "added" if created else "updated"
-
-
-def document_terms(title: str, text: str) -> dict[str, int]:
-    bag = counts(terms(text[:INDEXED_CHARS]))
-    for term in terms(title):
-        bag[term] = bag.get(term, 0) + TITLE_WEIGHT
-    return bag
 
 
 # --- Search -----------------------------------------------------------------------------------------------
@@ -207,12 +195,6 @@ def document_terms(title: str, text: str) -> dict[str, int]:
 
 def rank_documents(query: str, limit: int) -> list[int]:
     """Ids of the documents that best match the query, best first."""
-    if database.full_text_search():
-        return _rank_full_text(query, limit)
-    return rank_in_python(query, limit)
-
-
-def _rank_full_text(query: str, limit: int) -> list[int]:
     content = [w.lower() for w in words(query) if is_content_word(w)][:32]
     if not content:
         return []
@@ -226,20 +208,6 @@ def _rank_full_text(query: str, limit: int) -> list[int]:
         .values_list("pk", flat=True)
     )
     return list(ranked[:limit])
-
-
-def rank_in_python(query: str, limit: int) -> list[int]:
-    """BM25 over the stored term counts: the SQLite path, for collections of up to a few thousand documents."""
-    wanted = {term: 1.0 for term in terms(query)}
-    if not wanted:
-        return []
-    rows = list(CollectionDocument.objects.order_by("pk").values_list("pk", "terms"))
-    if not rows:
-        return []
-    ranker = BM25([bag for _, bag in rows])
-    scored = [(score, pk) for (pk, _), score in zip(rows, ranker.scores(wanted), strict=True) if score > 0]
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    return [pk for _, pk in scored[:limit]]
 
 
 # --- Links -----------------------------------------------------------------------------------------------

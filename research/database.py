@@ -1,18 +1,16 @@
-"""The one place the code forks on the database: PostgreSQL (production, tests) or SQLite (the embedded mode).
+"""Hand-written SQL for the hot paths, and the PostgreSQL features they rely on.
 
-The embedded mode (`make demo` where no PostgreSQL answers) runs the same code on SQLite in WAL mode with IMMEDIATE
-transactions (researchsite/settings.py): every transaction takes the database's one write lock when it begins, so
-writers run one at a time and a transaction reads one unchanging database. Where PostgreSQL and SQLite must be
-treated differently, the caller asks one of these functions, named for what it does; each says what PostgreSQL does
-and what the embedded mode does instead, and why. No other module of research/ or workers/ reads the vendor
-(tests/test_database_seam.py); migrations keep their own forks, since a migration must not import app code that
-may change after it (docs/schema.md, "PostgreSQL and the embedded mode").
+The steps that run per model request, per website or per push write and read through one hand-written statement
+each (data-modifying WITH, `jsonb_array_elements`, `FOR UPDATE` in a subquery, `ON CONFLICT ... RETURNING`), where
+the ORM would take several round trips and build its statements anew every time (docs/performance.md, "Cheaper
+steps"). These helpers are what those statements share: a cursor that prepares them, reads made into the values
+and instances the ORM would make, row and advisory locks, and a transaction's consistent view.
 """
 
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
@@ -23,41 +21,22 @@ from django.db.models import Field, Model
 M = TypeVar("M", bound=Model)
 
 
-def _postgresql(database: BaseDatabaseWrapper | None = None) -> bool:
-    return (database or connection).vendor == "postgresql"
-
-
-def one_statement_writes() -> bool:
-    """Whether the hot paths write through the one hand-written statement each carries, not the ORM's statements.
-
-    PostgreSQL: yes. A model call's accounting, a website's claim and its stored analysis, a tree transaction's
-    events, a page's insert and the hand-over of the websites waiting on it, a memory update: each is one statement
-    (data-modifying WITH, `jsonb_array_elements`, `FOR UPDATE` in a subquery, `ON CONFLICT ... RETURNING`), so these
-    paths, which run per model request or per website, cost one round trip and hold their row locks for less time
-    (docs/performance.md, "Cheaper steps"). Embedded mode: no. SQLite has no data-modifying WITH, no jsonb and no
-    row locks, and with one writer in the same process a statement costs microseconds: the ORM's statements, in the
-    same transaction, do the same work with nothing to save.
-    """
-    return _postgresql()
-
-
 def prepared_cursor() -> Any:
     """A cursor for the hand-written statements of the hot paths (use it as `connection.cursor()` is used).
 
-    PostgreSQL, with prepared statements on (DB_PREPARED_STATEMENTS, the default): a cursor that binds its
+    With prepared statements on (DB_PREPARED_STATEMENTS, the default): a cursor that binds its
     parameters on the server, so that psycopg prepares a statement the second time a connection runs it and
     PostgreSQL parses and plans it once per connection, not on every call. Those statements are a fixed text for
     each call site, run thousands of times a research; preparing them took about 27 % off PostgreSQL's CPU per step
     (docs/performance.md, Finding 21). The ORM keeps Django's client-side binding, where psycopg prepares nothing,
     since not every statement the ORM writes can be prepared. A text of several commands, or a SET, needs the
     plain `connection.cursor()` (the simple query protocol). Prepared statements off (for a pooler in transaction
-    mode that cannot keep them, PgBouncer before 1.21): the plain cursor. Embedded mode: the plain cursor; the
-    sqlite3 driver keeps its own cache of recent statements.
+    mode that cannot keep them, PgBouncer before 1.21): the plain cursor.
     """
     # The thread's own connection, looked up once: every attribute read through `django.db.connection` looks it
     # up again in a thread-local, a few microseconds each, many times a step.
     database: Any = connections[DEFAULT_DB_ALIAS]
-    if not _postgresql(database) or database.settings_dict["OPTIONS"].get("prepare_threshold") is None:
+    if database.settings_dict["OPTIONS"].get("prepare_threshold") is None:
         return database.cursor()
     # What `connection.cursor()` does before it makes its cursor: the health check, the connection, the thread.
     database.close_if_health_check_failed()
@@ -91,44 +70,26 @@ class _LoggedCursor(CursorDebugWrapper):
             return CursorWrapper.execute(self, sql, params)
 
 
-def read_row(
-    model: type[Model],
-    pk: Any,
-    columns: Sequence[str],
-    sql: str,
-    annotations: Callable[[], Mapping[str, Any]] | None = None,
-) -> tuple[Any, ...] | None:
-    """The values `columns` name, in order, of the `model` row with key `pk`; None when there is no such row.
-
-    PostgreSQL: by `sql`, a hand-written SELECT of those columns whose one parameter is the key. psycopg returns the
-    values as the ORM would (aware datetimes, Decimals), and these reads run per model request and per step, where
-    the ORM would build the query anew every time. Embedded mode: by the ORM's values_list. The sqlite3 driver
-    returns raw SQL's datetimes naive and its decimals as floats; the ORM's converters turn them into what the
-    callers compare and add up. `annotations`: what makes the expressions some of `columns` name there (what `sql`
-    computes); called only there, since building ORM expressions for every step was a few per cent of its CPU.
-    """
-    if _postgresql():
-        with prepared_cursor() as cursor:
-            cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
-            return cursor.fetchone()
-    rows = model._default_manager.filter(pk=pk).order_by()
-    return rows.annotate(**(annotations() if annotations else {})).values_list(*columns).first()
+def read_row(model: type[Model], pk: Any, sql: str) -> tuple[Any, ...] | None:
+    """The row `sql` reads of the `model` row with key `pk` (its one parameter), None when there is no such row:
+    a hand-written SELECT, where the ORM would build the query anew for each of these reads, which run per model
+    request and per step. psycopg returns the values as the ORM would (aware datetimes, Decimals)."""
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
+        return cursor.fetchone()
 
 
 def instance_columns(model: type[Model], alias: str) -> str:
     """The SELECT list of the `model` table joined as `alias` that `instance_from_row` takes: its concrete
-    fields' columns, in their order. PostgreSQL and the Embedded mode alike: plain column names."""
+    fields' columns, in their order."""
     return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
 
 
 def instance_from_row(model: type[M], row: Sequence[Any]) -> M:
     """The `model` instance the ORM would make of `row`: the values of its concrete fields, in their order, read by
     hand-written SQL. Each field decodes its value as for the ORM's own reads (a JSON field decodes jsonb, which
-    Django's psycopg setup loads as text), so the instance compares and saves as one the ORM read.
-
-    PostgreSQL only, where `one_statement_writes()`: psycopg returns the other columns as the ORM would.
-    Embedded mode: read through the ORM instead; the sqlite3 driver returns raw SQL's datetimes naive and its
-    decimals as floats, which only the ORM's converters mend.
+    Django's psycopg setup loads as text), so the instance compares and saves as one the ORM read; psycopg returns
+    the other columns as the ORM would.
     """
     fields = model._meta.concrete_fields
     values = [
@@ -139,14 +100,9 @@ def instance_from_row(model: type[M], row: Sequence[Any]) -> M:
 
 
 def read_instance(model: type[M], pk: Any) -> M | None:
-    """The `model` row with key `pk` as an instance, None where there is none.
-
-    PostgreSQL: a hand-written SELECT of its columns made into the instance the ORM would make
-    (`instance_from_row`), where the ORM compiled the read anew for every step that starts from a whole row.
-    Embedded mode: the ORM's read, whose converters turn SQLite's values into what the callers compare.
-    """
-    if not _postgresql():
-        return model._default_manager.filter(pk=pk).order_by().first()
+    """The `model` row with key `pk` as an instance, None where there is none: a hand-written SELECT of its columns
+    made into the instance the ORM would make (`instance_from_row`), where the ORM compiled the read anew for every
+    step that starts from a whole row."""
     with prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT {instance_columns(model, 't')} FROM {model._meta.db_table} t WHERE t.{model._meta.pk.column} = %s",
@@ -168,11 +124,9 @@ def read_values(
     by the converters the ORM applies to that column. For reads that run for every push, where the ORM would build
     the statement anew each time (two thirds of a push's time at 110 queries × 7 pages).
 
-    The same code in both, with the converters the ORM uses for each column. PostgreSQL: jsonb, which Django's
-    psycopg setup loads as text, is decoded as the JSON field decodes it. Embedded mode: the datetimes and decimals
-    the sqlite3 driver returns as text and floats become what the ORM makes of them. `where` is the caller's to keep
-    portable. `extra`: more values by name, each the SQL expression that computes it, returned as the driver reads
-    them.
+    Each value goes through the converters the ORM uses for its column: jsonb, which Django's psycopg setup loads as
+    text, is decoded as the JSON field decodes it. `extra`: more values by name, each the SQL expression that
+    computes it, returned as the driver reads them.
     """
     table = model._meta.db_table
     columns = [cast("Field[Any, Any]", model._meta.get_field(name)) for name in fields]
@@ -200,9 +154,8 @@ def read_values(
 def json_value(value: Any) -> Any:
     """A JSON column's list or object as a step uses it, whether it came from hand-written SQL or from the ORM (the
     ORM's reads return it decoded). For columns that hold lists or objects only: a JSON string would be ambiguous.
-
-    PostgreSQL: a hand-written read returns jsonb as text, since Django's psycopg setup loads it so for the JSON
-    field to decode. Embedded mode: SQLite stores JSON as text, and a hand-written read returns that text.
+    A hand-written read returns jsonb as text, since Django's psycopg setup loads it so for the JSON field to
+    decode.
     """
     return json.loads(value) if isinstance(value, str) else value
 
@@ -210,55 +163,37 @@ def json_value(value: Any) -> Any:
 def lock_row(model: type[Model], pk: Any, exclusive: bool = False) -> None:
     """Inside a transaction: hold the `model` row with key `pk` against other writers of it until the transaction ends.
 
-    PostgreSQL: `SELECT ... FOR NO KEY UPDATE`, a row lock that rows being inserted with a foreign key to it (which
+    `SELECT ... FOR NO KEY UPDATE`: a row lock that rows being inserted with a foreign key to it (which
     take FOR KEY SHARE) do not wait for. `exclusive`: FOR UPDATE, which waits for those too, and for the tree
     transactions that read the row FOR KEY SHARE (workers/pipeline/tree_writes.py), and makes them wait.
-    Embedded mode: nothing. SQLite has no row locks; the IMMEDIATE transaction already holds the database's one write
-    lock, which serialises every writer.
     """
-    if _postgresql():
-        strength = "UPDATE" if exclusive else "NO KEY UPDATE"
-        with prepared_cursor() as cursor:
-            cursor.execute(
-                f"SELECT 1 FROM {model._meta.db_table} WHERE {model._meta.pk.column} = %s FOR {strength}",
-                [model._meta.pk.get_db_prep_value(pk, connection)],
-            )
-
-
-def key_share() -> str:
-    """The clause that holds a row read inside a transaction as tree transactions hold the research row.
-
-    PostgreSQL: `FOR KEY SHARE`, which readers share and a `lock_row(..., exclusive=True)` waits for. Embedded mode:
-    nothing; the IMMEDIATE transaction's one write lock already serialises every writer.
-    """
-    return " FOR KEY SHARE" if _postgresql() else ""
+    strength = "UPDATE" if exclusive else "NO KEY UPDATE"
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {model._meta.db_table} WHERE {model._meta.pk.column} = %s FOR {strength}",
+            [model._meta.pk.get_db_prep_value(pk, connection)],
+        )
 
 
 def lock_key(key: str) -> None:
     """Inside a transaction: serialise, until it ends, the transactions that lock the same `key` (any string).
 
-    PostgreSQL: `pg_advisory_xact_lock` on a 64-bit hash of the key, released at commit or rollback; transactions
-    that lock other keys do not wait. Embedded mode: nothing. The IMMEDIATE transaction already holds the database's
-    one write lock, which serialises every writer, whatever its key.
+    `pg_advisory_xact_lock` on a 64-bit hash of the key, released at commit or rollback; transactions that lock
+    other keys do not wait.
     """
-    if _postgresql():
-        number = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
-        with prepared_cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [number])
+    number = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
+    with prepared_cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [number])
 
 
-def begin_consistent_view(lock_timeout_ms: int | None = None) -> int | None:
+def begin_consistent_view(lock_timeout_ms: int | None = None) -> int:
     """The first call in a transaction: every later read of it sees one moment. Returns the view's xmin (the oldest
-    transaction id still running at that moment), or None where rows carry no transaction ids.
+    transaction id still running at that moment).
 
-    PostgreSQL: REPEATABLE READ (READ COMMITTED, the default, takes a new view per statement), `lock_timeout_ms` as
-    the transaction's lock timeout (a read that waits longer for a table lock fails with LockNotAvailable), and the
-    view's xmin read by the first statement, which takes the view. Embedded mode: nothing to set, and None. A SQLite
-    transaction holds the one write lock from its start (IMMEDIATE), so nothing changes under its reads; readers
-    wait only for that lock, for at most the connection's timeout (60 s).
+    REPEATABLE READ (READ COMMITTED, the default, takes a new view per statement), `lock_timeout_ms` as the
+    transaction's lock timeout (a read that waits longer for a table lock fails with LockNotAvailable), and the
+    view's xmin read by the first statement, which takes the view.
     """
-    if not _postgresql():
-        return None
     # One round trip for the three statements (a push takes a view every few events): without parameters psycopg
     # sends them as one simple query, and the last one's row is the view's xmin.
     limit = "" if lock_timeout_ms is None else f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}; "
@@ -274,49 +209,21 @@ def begin_consistent_view(lock_timeout_ms: int | None = None) -> int | None:
 
 def limit_lock_waits(lock_timeout_ms: int) -> None:
     """In a transaction: a statement of it that waits longer than `lock_timeout_ms` for a lock fails
-    (LockNotAvailable) instead of waiting on. PostgreSQL: the transaction's lock_timeout. Embedded mode: nothing
-    (SQLite waits for its one write lock for at most the connection's timeout)."""
-    if _postgresql():
-        with connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
-
-
-def supports_xmin() -> bool:
-    """Whether every row names the transaction that wrote it (`xmin`), so a delta can load only the rows written
-    after a view's xmin (research/delta.py).
-
-    PostgreSQL: yes, the system column xmin. Embedded mode: no. SQLite rows carry no transaction id: every delta
-    carries every row, which is correct, only larger.
-    """
-    return _postgresql()
-
-
-def full_text_search() -> bool:
-    """Whether the database indexes and ranks the document collection itself (research/collection.py).
-
-    PostgreSQL: yes, a stored tsvector per document (title weighted above text) under a GIN index, ranked by
-    `ts_rank`. Embedded mode: no. SQLite has no tsvector: documents are ranked in Python, by BM25 over the term
-    counts stored at indexing time (fine for collections of up to a few thousand documents).
-    """
-    return _postgresql()
+    (LockNotAvailable) instead of waiting on: the transaction's lock_timeout."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
 
 
 def lift_statement_timeout(database: BaseDatabaseWrapper) -> None:
     """No statement timeout on this connection until `restore_statement_timeout` (used while migrating).
 
-    PostgreSQL: `SET statement_timeout = 0` for the session; the lock timeout stays. Embedded mode: nothing. SQLite
-    has no statement timeout, only the connection's wait for the write lock.
+    `SET statement_timeout = 0` for the session; the lock timeout stays.
     """
-    if _postgresql(database):
-        with database.cursor() as cursor:
-            cursor.execute("SET statement_timeout = 0")
+    with database.cursor() as cursor:
+        cursor.execute("SET statement_timeout = 0")
 
 
 def restore_statement_timeout(database: BaseDatabaseWrapper) -> None:
-    """The statement timeout the connection was opened with, back after `lift_statement_timeout`.
-
-    PostgreSQL: `RESET statement_timeout`. Embedded mode: nothing, as there is nothing to restore.
-    """
-    if _postgresql(database):
-        with database.cursor() as cursor:
-            cursor.execute("RESET statement_timeout")
+    """The statement timeout the connection was opened with, back after `lift_statement_timeout`."""
+    with database.cursor() as cursor:
+        cursor.execute("RESET statement_timeout")

@@ -8,8 +8,7 @@ Which rows changed comes from PostgreSQL itself: every row version carries `xmin
 wrote it. A push reads in one REPEATABLE READ transaction and remembers the oldest transaction still running when
 its view was taken (`pg_snapshot_xmin`); every transaction committed after that view has an id at or above it, so
 the next push loads the rows whose `xmin` is at or above it. A few rows committed just before may come again; no
-change can be missed, and nothing has to be written to mark a row as changed. On SQLite (the embedded mode) every
-delta carries every row: correct, only larger.
+change can be missed, and nothing has to be written to mark a row as changed.
 
 The shape is published in research/schemas/delta.v2.json; the live page applies one in
 research/static/research/js/state.js, and the tests hold a reference implementation of the same rules
@@ -112,12 +111,10 @@ def build_delta(research_id: ResearchId, since: Since | None) -> dict[str, Any]:
     row comes with the changed rows and the order of all its keys, which also says which rows are gone. One
     statement finds the changed rows of every table and reads what every push needs (counts, the queries' progress
     fields, the report's sections); one more loads each kind of changed row, so a push of one event costs a few
-    statements whatever the size of the tree. A whole delta is the snapshot's rows (the embedded mode's every
-    delta: SQLite rows carry no transaction ids)."""
-    xmin = since.xmin if since is not None and database.supports_xmin() else None
-    if since is None or xmin is None:
+    statements whatever the size of the tree. A whole delta is the snapshot's rows."""
+    if since is None or since.xmin is None:
         return whole_delta(build_snapshot(research_id))
-    return _changes(research_id, since.seq, xmin)
+    return _changes(research_id, since.seq, since.xmin)
 
 
 def whole_delta(snapshot: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +156,7 @@ _WHOLE_KEYS = (
 
 
 def _changes(research_id: ResearchId, base: int, xmin: int) -> dict[str, Any]:
-    """The delta since the view `xmin` (PostgreSQL, where rows carry their transaction ids). A push runs this for
+    """The delta since the view `xmin`. A push runs this for
     every few events of a running research: each read is hand-written (the ORM built every statement anew, two
     thirds of a push's time at 110 queries × 7 pages), and the reads of the rare changes (questions, conversation,
     documents) go through the snapshot's own functions."""

@@ -180,7 +180,7 @@ def _publish_each(task_name: str, ids: list[Any], research_id: ResearchId, backl
 # batch takes no better priority than the research's previous batch while steps queued before it still wait: one
 # research's steps run in the order they were queued, and researches still yield to each other by backlog. The
 # previous batch's priority is kept in Redis, shared by every worker (a key per research, one script call per
-# batch); without Redis (embedded mode, whose broker has no priorities) or when it fails, the backlog alone decides.
+# batch); when Redis fails, the backlog alone decides.
 PRIORITY_FLOOR_KEY = "dispatch:priority-floor:{research_id}"
 PRIORITY_FLOOR_TTL = 3600
 _FLOOR_SCRIPT = """
@@ -202,8 +202,6 @@ def research_priority(research_id: ResearchId, backlog: int, batch: int) -> int:
     steps queued before this batch still wait."""
     priority = step_priority(backlog)
     script = _floor_script()
-    if script is None:
-        return priority
     key = PRIORITY_FLOOR_KEY.format(research_id=research_id)
     try:
         return int(script(keys=[key], args=[priority, backlog - batch, PRIORITY_FLOOR_TTL]))
@@ -214,8 +212,6 @@ def research_priority(research_id: ResearchId, backlog: int, batch: int) -> int:
 
 def _floor_script() -> Any:
     url = settings.REDIS_URL
-    if not url:
-        return None
     script = _floor_scripts.get(url)
     if script is None:
         with _floor_lock:

@@ -14,8 +14,7 @@ so a reader that has seen seq N never finds a smaller one appear later. Numberin
 - before each push (research/push.py), a moment after the commits it pushes;
 - by the sweeper, for events a dead process left unnumbered.
 
-Readers ask for `seq > N`, which unnumbered events never match. Embedded mode (SQLite, one writer at a time):
-each event takes its seq when it is inserted, as the research row costs nothing to wait for there.
+Readers ask for `seq > N`, which unnumbered events never match.
 """
 
 import json
@@ -24,7 +23,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database, push, transitions
+from research import database, push
 from research.models import Event, Research
 from research.numbering import number
 from research.transactions import open_tally
@@ -38,42 +37,21 @@ def record_event(research_id: ResearchId, event_type: str, data: dict[str, Any] 
         tally.events.append((event_type, data or {}))
         return
     with transaction.atomic():
-        if database.one_statement_writes():
-            Event.objects.create(research_id=research_id, seq=None, type=event_type, data=data or {})
-            number(research_id, inserted=True)
-        else:
-            last = _take_seqs(research_id, 1)
-            Event.objects.create(research_id=research_id, seq=last, type=event_type, data=data or {})
+        Event.objects.create(research_id=research_id, seq=None, type=event_type, data=data or {})
+        number(research_id, inserted=True)
         push.push_on_commit(research_id)
-
-
-def _take_seqs(research_id: ResearchId, count: int) -> int:
-    """Embedded mode: hand out the research's next `count` seqs; the last one."""
-    last = transitions.take_event_seqs(research_id, count)
-    if last is None:
-        raise Research.DoesNotExist(research_id)
-    return int(last)
 
 
 def insert_events(research_id: ResearchId, recorded: list[tuple[str, dict[str, Any]]]) -> None:
-    """Insert a tree transaction's events: unnumbered on PostgreSQL, numbered at once in embedded mode."""
+    """Insert a tree transaction's events, unnumbered (numbered after the commit)."""
     if not recorded:
         return
-    if database.one_statement_writes():
-        # Hand-written: the ORM's bulk insert compiled its statement anew for each of a report's hundreds of
-        # sections.
-        with database.prepared_cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
-                "SELECT %s, NULL, event.value->>0, event.value->1, %s "
-                "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS event ORDER BY event.ordinality",
-                [Research._meta.pk.get_db_prep_value(research_id, connection), timezone.now(), json.dumps(recorded)],
-            )
-        push.push_on_commit(research_id)
-        return
-    first = _take_seqs(research_id, len(recorded)) - len(recorded) + 1
-    Event.objects.bulk_create(
-        Event(research_id=research_id, seq=None if first is None else first + index, type=event_type, data=data)
-        for index, (event_type, data) in enumerate(recorded)
-    )
+    # Hand-written: the ORM's bulk insert compiled its statement anew for each of a report's hundreds of sections.
+    with database.prepared_cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
+            "SELECT %s, NULL, event.value->>0, event.value->1, %s "
+            "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS event ORDER BY event.ordinality",
+            [Research._meta.pk.get_db_prep_value(research_id, connection), timezone.now(), json.dumps(recorded)],
+        )
     push.push_on_commit(research_id)

@@ -565,10 +565,9 @@ class UsageTally(models.Model):
     its budget is read before and after each).
 
     The database keeps them, with a trigger on each LlmCall insert (migration 0019), whichever code inserts the call;
-    calls are never updated or deleted but with their research. On PostgreSQL a call adds to the shard of the
-    inserting connection (its backend pid modulo 32), so calls from different connections seldom wait on
-    one row, and each waits only for the other's single-statement insert to commit; the embedded mode, with one
-    writer at a time, has one shard."""
+    calls are never updated or deleted but with their research. A call adds to the shard of the inserting
+    connection (its backend pid modulo 32), so calls from different connections seldom wait on one row, and each
+    waits only for the other's single-statement insert to commit."""
 
     research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="usage_tallies")
     shard = models.PositiveSmallIntegerField()
@@ -589,8 +588,7 @@ class CollectionDocument(models.Model):
     """A file of the local document collection (`manage.py index_documents`), searched by the "local" provider.
 
     Workers read a document through its signed URL (research/collection.py), like any web page. `search_vector`
-    is PostgreSQL's full-text index of it (a GIN index created by migration 0003 on PostgreSQL only); `terms`
-    holds its term counts for the in-Python ranking used on SQLite (embedded mode).
+    is PostgreSQL's full-text index of it (a GIN index, created by migration 0003).
     """
 
     path = models.TextField(unique=True, help_text="Absolute path of the file it was indexed from")
@@ -603,7 +601,6 @@ class CollectionDocument(models.Model):
         default=1, help_text="The text extraction it was indexed with (research/collection.py TEXT_EXTRACTION)"
     )
     size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the file")
-    terms = models.JSONField(default=dict, blank=True)
     search_vector = SearchVectorField(null=True, blank=True, editable=False)
     indexed_at = models.DateTimeField()
 
@@ -616,8 +613,7 @@ class CollectionDocument(models.Model):
 
 class RateHit(models.Model):
     """One counted request of a sliding-window limit (research/quotas.py): a spending request admitted, or a failed
-    sign-in. In the database rather than in Redis so that the limits hold across web processes in the embedded
-    mode (no Redis) too; rows are purged once older than their window."""
+    sign-in (research/quotas.py says why in the database); rows are purged once older than their window."""
 
     key = models.CharField(max_length=200)
     created_at = models.DateTimeField()

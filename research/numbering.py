@@ -17,8 +17,6 @@ def number(research_id: ResearchId, inserted: bool = False, lock_timeout_ms: int
     `lock_timeout_ms` (outside a transaction only): in a transaction of its own whose lock waits end after that
     long (LockNotAvailable), so that a pusher steps aside from a table locked exclusively (a migration, a TRUNCATE)
     instead of holding the research row while it waits for the events table: a deadlock with a TRUNCATE."""
-    if not database.one_statement_writes():
-        return int(Research.objects.filter(pk=research_id).values_list("last_event_seq", flat=True).first() or 0)
     if lock_timeout_ms is not None:
         with transaction.atomic():
             database.limit_lock_waits(lock_timeout_ms)

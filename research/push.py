@@ -128,7 +128,7 @@ class _Pusher:
 
     def _push_state(self) -> "PushState":
         if self._state is None:
-            self._state = RedisPushState() if settings.REDIS_URL else LocalPushState()
+            self._state = RedisPushState()
         return self._state
 
 
@@ -203,34 +203,6 @@ class RedisPushState(PushState):
     def sent_digests(self, research_id: str, keys: list[str]) -> dict[str, str]:
         values = cast(list[bytes | None], self.client.hmget(f"push-rows:{research_id}", keys))
         return {key: value.decode() for key, value in zip(keys, values, strict=True) if value is not None}
-
-
-class LocalPushState(PushState):
-    """Embedded mode (no Redis): turns and seqs per process. Two processes may both push an event; clients drop
-    seqs they already have, and a gap makes them catch up from the database."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.busy: set[str] = set()
-        self.seqs: dict[str, Pushed] = {}
-
-    def acquire(self, research_id: str) -> str | None:
-        with self.lock:
-            if research_id in self.busy:
-                return None
-            self.busy.add(research_id)
-            return research_id
-
-    def release(self, research_id: str, token: str) -> None:
-        with self.lock:
-            self.busy.discard(research_id)
-
-    def pushed(self, research_id: str) -> Pushed | None:
-        return self.seqs.get(research_id)
-
-    def set_pushed(self, research_id: str, pushed: Pushed, digests: dict[str, str], whole: bool) -> None:
-        # No record of the rows sent: another process may have pushed them, so every changed row goes out.
-        self.seqs[research_id] = pushed
 
 
 _pusher = _Pusher()

@@ -3,11 +3,10 @@ and a throttle on failed sign-ins.
 
 - Quotas are sums over the user's `LlmCall` rows of the last 24 hours (tokens, and dollars of priced calls): the
   record of what was spent is the only counter, so there is nothing to keep in step with it.
-- Request rates and failed sign-ins are sliding windows of `RateHit` rows. They are kept in the database, not in
-  Redis or a per-process cache, because the embedded mode has no Redis and runs several processes: every web
-  process sees the same rows in both modes. A key's check and its new row are one transaction holding a lock on
-  the key (a PostgreSQL advisory lock; SQLite's IMMEDIATE transactions serialise all writers already), so two
-  processes cannot both take the last place in a window.
+- Request rates and failed sign-ins are sliding windows of `RateHit` rows, in the database beside the spending
+  they limit: every web process sees the same rows, and an admitted request's row commits or rolls back with the
+  work it admits. A key's check and its new row are one transaction holding a lock on the key (a PostgreSQL
+  advisory lock), so two processes cannot both take the last place in a window.
 
 A refusal is `Throttled`, a ServiceError the API answers with 429 and a Retry-After header.
 """

@@ -346,9 +346,9 @@ def events_after(research_id: ResearchId, after: int, limit: int) -> list[dict[s
 
 
 @contextmanager
-def consistent_view(lock_timeout_ms: int | None = None) -> Iterator[int | None]:
-    """A transaction in which every read sees one moment (REPEATABLE READ on PostgreSQL); yields the oldest
-    transaction id still running at that moment, or None where there is no such thing (SQLite).
+def consistent_view(lock_timeout_ms: int | None = None) -> Iterator[int]:
+    """A transaction in which every read sees one moment (REPEATABLE READ); yields the oldest transaction id still
+    running at that moment.
 
     `lock_timeout_ms`: a read that waits longer than this for a table lock fails (LockNotAvailable) instead of
     waiting. Reads only wait behind an exclusive lock (a migration, a TRUNCATE); a reader that can give up, as a

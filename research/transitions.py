@@ -330,16 +330,6 @@ def count_off_running(research_id: ResearchId, queries: int) -> int | None:
     )
 
 
-def take_event_seqs(research_id: ResearchId, count: int) -> int | None:
-    """Hand out the research's next `count` event numbers: the last one (None: no such research). The row stays
-    locked to the commit, so concurrent recorders queue up and each gets the next numbers; a rolled-back
-    transaction rolls its numbers back too, so numbers have no gaps."""
-    return _returning(
-        f"UPDATE {_TABLE} SET last_event_seq = last_event_seq + %s WHERE id = %s RETURNING last_event_seq",
-        [count, _pk(research_id)],
-    )
-
-
 def number_events(pk: Any, after: int) -> int | None:
     """Number the research's unnumbered events after `after` (its last number, read under its row's lock) in
     order of insertion, and count them on the row, in one statement: the last number (None: no such research)."""

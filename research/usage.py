@@ -16,13 +16,11 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import QuerySet, Sum
-from django.db.models.expressions import RawSQL
+from django.db import connection
 from django.utils import timezone
 
 from research import database
-from research.models import LlmCall, Research, UsageTally, call_totals
+from research.models import LlmCall, Research, UsageTally
 from research.types import ResearchId
 
 MILLION = Decimal(1_000_000)
@@ -70,19 +68,8 @@ def spent_sql(alias: str) -> str:
     return ", ".join(_spent(alias))
 
 
-def with_spent(research: QuerySet[Research]) -> QuerySet[Research]:
-    """The researches with the totals of BudgetState annotated as `spent_sql` sums them (on PostgreSQL; the
-    embedded mode sums every call, `Research.objects.with_usage`), so that `state_of` can be read off each."""
-    if not database.one_statement_writes():
-        return research.annotate(**call_totals("pk"))
-    table = Research._meta.db_table
-    return research.annotate(
-        **{name: RawSQL(sql, []) for name, sql in zip(BudgetState._fields[6:], _spent(table), strict=True)}
-    )
-
-
 def state_of(research: Research) -> BudgetState:
-    """What the budgets read of a research read `with_spent` (or `with_usage`)."""
+    """What the budgets read of a research read with the sums `spent_sql` reads (`research_with`)."""
     return BudgetState(*(getattr(research, name) for name in BudgetState._fields))
 
 
@@ -101,13 +88,9 @@ def _spent(alias: str, plus: str = "") -> list[str]:
 
 def budget_state(research_id: ResearchId) -> BudgetState | None:
     # Read before every model request: the research's budget columns and the sums of its calls, one statement.
-    if not database.one_statement_writes():
-        research = Research.objects.with_usage().filter(pk=research_id).order_by()
-        row = research.values_list(*BudgetState._fields).first()
-        return BudgetState(*row) if row is not None else None
     columns = ", ".join(f"research.{column}" for column in _COLUMNS)
     sql = f"SELECT {columns}, {spent_sql('research')} FROM {Research._meta.db_table} AS research WHERE research.id = %s"
-    row = database.read_row(Research, research_id, BudgetState._fields, sql)
+    row = database.read_row(Research, research_id, sql)
     return BudgetState(*row) if row is not None else None
 
 
@@ -129,28 +112,17 @@ _TOTALS = (
 
 def totals(research_id: ResearchId) -> Usage:
     """What a research's model calls spent, summed from them."""
-    if database.one_statement_writes():
-        # Read before every report section: one statement without the ORM's aggregate machinery.
-        with database.prepared_cursor() as cursor:
-            cursor.execute(_TOTALS + "%s", [Research._meta.pk.get_db_prep_value(research_id, connection)])
-            prompt, completion, usd, unpriced = cursor.fetchone()
-        return Usage(int(prompt), int(completion), Decimal(usd), int(unpriced))
-    tallies = UsageTally.objects.filter(research_id=research_id)
-    sums = tallies.aggregate(
-        prompt=Sum("prompt_tokens", default=0),
-        completion=Sum("completion_tokens", default=0),
-        usd=Sum("cost_usd", default=Decimal(0)),
-        unpriced=Sum("unpriced_calls", default=0),
-    )
-    return Usage(sums["prompt"], sums["completion"], sums["usd"], sums["unpriced"])
+    # Read before every report section: one statement without the ORM's aggregate machinery.
+    with database.prepared_cursor() as cursor:
+        cursor.execute(_TOTALS + "%s", [Research._meta.pk.get_db_prep_value(research_id, connection)])
+        prompt, completion, usd, unpriced = cursor.fetchone()
+    return Usage(int(prompt), int(completion), Decimal(usd), int(unpriced))
 
 
 def with_usage(research_id: ResearchId) -> Research:
     """The research with the totals of its calls (`usage_of`), as `Research.objects.with_usage().get` reads it;
-    raises Research.DoesNotExist. On PostgreSQL one hand-written statement that sums the calls in one pass: the
-    ORM's read compiled four subqueries, each summing every call again, for each push and snapshot."""
-    if not database.one_statement_writes():
-        return Research.objects.with_usage().get(pk=research_id)
+    raises Research.DoesNotExist. One hand-written statement that sums the calls in one pass: the ORM's read
+    compiled four subqueries, each summing every call again, for each push and snapshot."""
     research = research_with(research_id, Usage._fields, "u.*", f"CROSS JOIN LATERAL ({_TOTALS}r.id) u")
     if research is None:
         raise Research.DoesNotExist(research_id)
@@ -158,7 +130,7 @@ def with_usage(research_id: ResearchId) -> Research:
 
 
 def research_with(research_id: ResearchId, names: Sequence[str], select: str, join: str = "") -> Research | None:
-    """PostgreSQL: the research as the ORM's instance, with the values `select` lists (the research joined as `r`,
+    """The research as the ORM's instance, with the values `select` lists (the research joined as `r`,
     `join` after it) set as its attributes `names`, in one hand-written read; None if there is no such research."""
     fields = Research._meta.concrete_fields
     with database.prepared_cursor() as cursor:
@@ -192,53 +164,36 @@ def record_call(
 ) -> BudgetState | None:
     """Record one request; what the budgets read of the research after it, None if the research is gone."""
     cost = cost_of(model, prompt_tokens, completion_tokens)
-    if database.one_statement_writes():
-        # One statement, one commit, no row locked but the call's own and its tally shard: the call is inserted
-        # with the owner the research row gives, and the budgets' columns come back with the sums of the calls
-        # before it and this one (a statement does not see its own insert, nor the tally its trigger adds to), so
-        # the check after the call reads nothing.
-        columns = ", ".join(f"research.{column}" for column in _COLUMNS)
-        spent = ", ".join(_spent("research", plus=" + %s"))
-        with database.prepared_cursor() as cursor:
-            cursor.execute(
-                f"WITH research AS (SELECT * FROM {Research._meta.db_table} WHERE id = %s), "
-                f"call AS (INSERT INTO {LlmCall._meta.db_table} (research_id, user_id, agent, model, prompt_tokens, "
-                "completion_tokens, cost_usd, attempt, outcome, created_at) "
-                "SELECT id, owner_id, %s, %s, %s, %s, %s, %s, %s, %s FROM research) "
-                f"SELECT {columns}, {spent} FROM research",
-                [
-                    Research._meta.pk.get_db_prep_value(research_id, connection),
-                    agent[:40],
-                    model[:200],
-                    prompt_tokens,
-                    completion_tokens,
-                    cost,
-                    attempt,
-                    outcome,
-                    timezone.now(),
-                    prompt_tokens,
-                    completion_tokens,
-                    cost or 0,
-                ],
-            )
-            row = cursor.fetchone()
-        return BudgetState(*row) if row is not None else None  # None: deleted while the model answered
-    with transaction.atomic():
-        owner_id = Research.objects.filter(pk=research_id).values_list("owner_id", flat=True).first()
-        if owner_id is None:
-            return None  # the research was deleted while the model answered
-        LlmCall.objects.create(
-            research_id=research_id,
-            user_id=owner_id,
-            agent=agent[:40],
-            model=model[:200],
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=cost,
-            attempt=attempt,
-            outcome=outcome,
+    # One statement, one commit, no row locked but the call's own and its tally shard: the call is inserted
+    # with the owner the research row gives, and the budgets' columns come back with the sums of the calls
+    # before it and this one (a statement does not see its own insert, nor the tally its trigger adds to), so
+    # the check after the call reads nothing.
+    columns = ", ".join(f"research.{column}" for column in _COLUMNS)
+    spent = ", ".join(_spent("research", plus=" + %s"))
+    with database.prepared_cursor() as cursor:
+        cursor.execute(
+            f"WITH research AS (SELECT * FROM {Research._meta.db_table} WHERE id = %s), "
+            f"call AS (INSERT INTO {LlmCall._meta.db_table} (research_id, user_id, agent, model, prompt_tokens, "
+            "completion_tokens, cost_usd, attempt, outcome, created_at) "
+            "SELECT id, owner_id, %s, %s, %s, %s, %s, %s, %s, %s FROM research) "
+            f"SELECT {columns}, {spent} FROM research",
+            [
+                Research._meta.pk.get_db_prep_value(research_id, connection),
+                agent[:40],
+                model[:200],
+                prompt_tokens,
+                completion_tokens,
+                cost,
+                attempt,
+                outcome,
+                timezone.now(),
+                prompt_tokens,
+                completion_tokens,
+                cost or 0,
+            ],
         )
-        return budget_state(research_id)
+        row = cursor.fetchone()
+    return BudgetState(*row) if row is not None else None  # None: deleted while the model answered
 
 
 def research_cost(used: Usage) -> float | None:

@@ -1,52 +1,21 @@
-"""kombu's transports with two failures mended: the filesystem broker's half-written messages, and the Redis
-broker's crash when a worker closes its channels after losing Redis.
+"""kombu's Redis transport with a crash mended and a cost cut.
 
-Filesystem (the embedded mode): kombu creates a message file under its final name and then writes into it, so a
-worker polling the folder can take the file in between, read nothing and die on the JSON error (it happened in
-the demo's embedded runs). Here a message is written under a name no queue matches and then renamed into place:
-a rename within a folder is atomic, so a consumer finds a whole message or none.
-
-Redis: when the connection to Redis drops, the worker releases the connection and then closes its channels; the
+When the connection to Redis drops, the worker releases the connection and then closes its channels; the
 close tries to restore unacknowledged messages through a new client built from the released connection, whose
 `client` is None by then. The AttributeError is not a connection error, so kombu does not ignore it and the
 worker exits ("Unrecoverable error", seen in the Redis-restart fault test; celery/kombu#582 has the same trace).
 Raising a connection error there lets the worker reconnect; the messages it could not restore are the sweeper's.
 
-Redis, also: kombu builds a new redis client for each operation it does outside its event loop (a message's entry
+And kombu builds a new redis client for each operation it does outside its event loop (a message's entry
 in the unacknowledged index, its ack, a publish), and redis-py's constructor fills a case-insensitive table of about
 160 response callbacks every time: 0.2 ms of CPU each, several times a step. A client holds no connection of its
 own (each command borrows one from the pool) and may be shared between threads, so the channel keeps one per pool.
 """
 
-import os
-import uuid
-from time import monotonic
 from typing import Any
 
 import redis.exceptions
-from kombu.exceptions import ChannelError
-from kombu.transport import filesystem
 from kombu.transport import redis as kombu_redis
-from kombu.utils.encoding import str_to_bytes
-from kombu.utils.json import dumps
-
-
-class FilesystemChannel(filesystem.Channel):
-    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
-        # The same name kombu gives a message (its consumers sort and match on it).
-        name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
-        # No dot: `_get` takes what follows the first dot as the queue, so no queue matches a partial file.
-        partial = os.path.join(self.data_folder_out, f"partial-{uuid.uuid4().hex}")
-        try:
-            with open(partial, "wb") as file:
-                file.write(str_to_bytes(dumps(payload)))
-            os.replace(partial, os.path.join(self.data_folder_out, name))
-        except OSError as exc:
-            raise ChannelError(f"Cannot add message {name!r} to {self.data_folder_out!r}") from exc
-
-
-class FilesystemTransport(filesystem.Transport):
-    Channel = FilesystemChannel
 
 
 class RedisChannel(kombu_redis.Channel):

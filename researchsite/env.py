@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 
 def env_str(name: str, default: str = "") -> str:
-    """The value as given; set but empty stays empty (an empty REDIS_URL means the embedded mode)."""
+    """The value as given; set but empty stays empty."""
     return os.environ.get(name, default).strip()
 
 

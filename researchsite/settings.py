@@ -93,8 +93,8 @@ try:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
-if DATABASES["default"]["ENGINE"] not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
-    raise ImproperlyConfigured("DATABASE_URL must be a postgres:// URL (or sqlite:// for the embedded mode)")
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured("DATABASE_URL must be a postgres:// URL")
 # PostgreSQL ends every statement and every wait for a lock after these many seconds (0 = no limit): a stuck
 # query, or a row held by a stuck transaction, raises OperationalError, which tasks retry like any database hiccup.
 DB_STATEMENT_TIMEOUT = env_int("DB_STATEMENT_TIMEOUT", 30, minimum=0)
@@ -104,41 +104,29 @@ DB_LOCK_TIMEOUT = env_int("DB_LOCK_TIMEOUT", 10, minimum=0)
 DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
 if DB_STATEMENT_TIMEOUT and DB_LOCK_TIMEOUT >= DB_STATEMENT_TIMEOUT:
     raise ImproperlyConfigured("DB_LOCK_TIMEOUT must be below DB_STATEMENT_TIMEOUT, which would end the wait first")
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int("DB_CONNECT_TIMEOUT", 10)
-    # Sent as server options when connecting, so every connection has them from its first statement; none at all
-    # when both are off, for poolers that refuse startup options.
-    _limits = {"statement_timeout": DB_STATEMENT_TIMEOUT, "lock_timeout": DB_LOCK_TIMEOUT}
-    _server_options = " ".join(f"-c {name}={seconds * 1000}" for name, seconds in _limits.items() if seconds)
-    if _server_options:
-        _given = DATABASES["default"]["OPTIONS"].get("options", "")  # ?options=... in DATABASE_URL
-        DATABASES["default"]["OPTIONS"]["options"] = f"{_given} {_server_options}".strip()
-    # psycopg prepares a statement the second time a connection runs it; Django's default cursors, which bind
-    # parameters on the client, never prepare, so only the cursors of prepared_cursor() do.
-    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 1 if DB_PREPARED_STATEMENTS else None
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Embedded mode (make demo without PostgreSQL): WAL lets readers run beside the one writer, and IMMEDIATE
-    # transactions take the write lock up front, so concurrent workers queue instead of failing mid-transaction.
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 60,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
-    # SQLite cannot make (research, parent, position) unique with NULL parents; there its single writer lock
-    # serialises top-level planning instead (workers/pipeline/plan.py checks under it).
-    SILENCED_SYSTEM_CHECKS = ["models.W047"]
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int("DB_CONNECT_TIMEOUT", 10)
+# Sent as server options when connecting, so every connection has them from its first statement; none at all when
+# both are off, for poolers that refuse startup options.
+_limits = {"statement_timeout": DB_STATEMENT_TIMEOUT, "lock_timeout": DB_LOCK_TIMEOUT}
+_server_options = " ".join(f"-c {name}={seconds * 1000}" for name, seconds in _limits.items() if seconds)
+if _server_options:
+    _given = DATABASES["default"]["OPTIONS"].get("options", "")  # ?options=... in DATABASE_URL
+    DATABASES["default"]["OPTIONS"]["options"] = f"{_given} {_server_options}".strip()
+# psycopg prepares a statement the second time a connection runs it; Django's default cursors, which bind
+# parameters on the client, never prepare, so only the cursors of prepared_cursor() do.
+DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 1 if DB_PREPARED_STATEMENTS else None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: Celery broker and the Channels layer --------------------------------------------------------
-# Empty REDIS_URL is the embedded mode: the broker and the channel layer below must then not be Redis, and rate
-# limits and per-host politeness hold per process only (one machine).
+# Redis carries the tasks, the live updates between processes, the fleet-wide rate limits and what workers learn
+# of the model server.
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
+if not REDIS_URL:
+    raise ImproperlyConfigured("REDIS_URL must name a Redis (or Valkey) server")
 
-# The broker: REDIS_URL, or filesystem:// (embedded: a folder shared by the processes of one machine).
+# The broker: REDIS_URL unless another Redis is named.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL
-if not CELERY_BROKER_URL:
-    raise ImproperlyConfigured("REDIS_URL is empty, so CELERY_BROKER_URL must be set (e.g. filesystem://)")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {
     # A message not acked within this window is redelivered; it must exceed the longest task (the report).
@@ -147,18 +135,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {
     "socket_timeout": 30,
     "socket_connect_timeout": 10,
 }
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_folder = Path(env_str("CELERY_BROKER_FOLDER") or BASE_DIR / "var" / "broker")
-    _broker_folder.mkdir(parents=True, exist_ok=True)
-    # Fast polling: the default 1 s gives 9 tasks/s, 0.05 s about 137 (measured on 2 cores). This broker drops a
-    # message once fetched, so the sweeper (celery beat) is what recovers the tasks of a killed worker.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_folder),
-        "data_folder_out": str(_broker_folder),
-        "store_processed": False,
-        "control_folder": str(_broker_folder / "control"),
-        "polling_interval": env_float("CELERY_BROKER_POLLING_INTERVAL", 0.05, minimum=0.01),
-    }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -202,31 +178,13 @@ PUSH_INTERVAL = env_float("PUSH_INTERVAL", 1.0, minimum=0.0)
 # pusher's reads: meant for tests and for diagnosing a client that drifts.
 PUSH_CHECKSUMS = env_bool("PUSH_CHECKSUMS", False)
 
-# redis (channels_redis on REDIS_URL) or sqlite (channels-lite in its own SQLite file: embedded mode).
-CHANNEL_LAYER = env_choice("CHANNEL_LAYER", "redis" if REDIS_URL else "sqlite", ("redis", "sqlite"))
-if CHANNEL_LAYER == "redis":
-    if not REDIS_URL:
-        raise ImproperlyConfigured("CHANNEL_LAYER=redis needs REDIS_URL")
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
-        }
+# Live updates travel between processes through Redis (channels_redis).
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
     }
-else:  # sqlite
-    INSTALLED_APPS.append("channels_lite")
-    DATABASES["channels"] = {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": env_str("CHANNELS_DATABASE_PATH") or str(BASE_DIR / "var" / "channels.sqlite3"),
-        "OPTIONS": {"timeout": 60, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
-    }
-    DATABASE_ROUTERS = ["channels_lite.router.ChannelsRouter"]
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_lite.layers.core.SQLiteChannelLayer",
-            "CONFIG": {"database": "channels", "capacity": 1000, "expiry": 60},
-        }
-    }
+}
 
 # --- Search, LLM, scraping ------------------------------------------------------------------------------
 # Empty: no SearxNG (with SEARCH_PROVIDERS=auto, research then searches the local document collection).

@@ -162,7 +162,7 @@ def test_a_push_steps_aside_from_an_exclusive_lock_and_goes_out_after_it(user, s
 
 
 def test_the_numbering_before_a_push_steps_aside_from_an_exclusive_lock(user) -> None:
-    from research.push import LocalPushState, flush
+    from research.push import RedisPushState, flush
 
     # given an event recorded unnumbered, and the events table locked exclusively by another session, as a TRUNCATE
     # that holds it and waits for the research table does (the numbering, holding the research row, would then
@@ -177,7 +177,7 @@ def test_the_numbering_before_a_push_steps_aside_from_an_exclusive_lock(user) ->
         began = time.monotonic()
         try:
             with pytest.raises(OperationalError) as failed:
-                flush(str(research.pk), LocalPushState())
+                flush(str(research.pk), RedisPushState())
         finally:
             with connection.cursor() as cursor:
                 cursor.execute("RESET lock_timeout")
@@ -188,7 +188,7 @@ def test_the_numbering_before_a_push_steps_aside_from_an_exclusive_lock(user) ->
         assert waited < 10, waited
         locker.rollback()
     # and once the lock is gone the event is numbered and pushed
-    assert flush(str(research.pk), LocalPushState())
+    assert flush(str(research.pk), RedisPushState())
     assert Event.objects.get(research=research).seq == 1
 
 

@@ -29,7 +29,7 @@ def prepared() -> list[str]:
 
 
 def read(research: Research) -> tuple[str, int] | None:
-    return database.read_row(Research, research.pk, ["status", "breadth"], RESEARCH_COLUMNS)
+    return database.read_row(Research, research.pk, RESEARCH_COLUMNS)
 
 
 class Abandoned(Exception):

@@ -1,5 +1,5 @@
 """A query's end: its learnings, its review's verdict, the lease handed to its children's planning and the count
-off its research, in one statement on PostgreSQL, with the same outcome as the embedded mode's ORM statements."""
+off its research, in one statement."""
 
 import re
 from typing import Any
@@ -8,7 +8,6 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from research import database
 from research.models import Extract, QueryStatus, Research, SerpQuery, Website, WebsiteStatus
 from research.planning import descendants, total_queries
 from tests.support.factories import running_research
@@ -56,10 +55,6 @@ def finish(query: SerpQuery, **kwargs: Any) -> tuple[bool, dict[str, Any], int]:
     return ended, row, Research.objects.get(pk=query.research_id).pending_queries
 
 
-def embedded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(database, "_postgresql", lambda _database=None: False)
-
-
 @pytest.mark.parametrize(
     "depth, kwargs",
     [
@@ -69,20 +64,20 @@ def embedded(monkeypatch: pytest.MonkeyPatch) -> None:
         (2, {"status": QueryStatus.FAILED, "error": "x" * 3000}),  # fails: its subtree is counted off with it
     ],
 )
-def test_a_query_ends_alike_in_one_statement_and_through_the_orm(user, published, monkeypatch, depth, kwargs) -> None:
-    # given two queries alike, each in review
-    one, other = reviewing_query(user, depth), reviewing_query(user, depth)
-    # when one ends through the hand-written statement, the other as the embedded mode ends it
+def test_a_query_ends_in_one_statement(user, published, depth, kwargs) -> None:
+    # given a query in review
+    one = reviewing_query(user, depth)
+    # when it ends
     with CaptureQueriesContext(connection) as captured:
-        raw = finish(one, **kwargs)
+        ended, row, pending = finish(one, **kwargs)
     queued = list(published)
-    embedded(monkeypatch)
-    orm = finish(other, **kwargs)
-    # then both end the same way, and queue the same steps
-    assert raw == orm
-    assert published == queued * 2
-    ended, row, pending = raw
+    # then it ends with its review's verdict
     assert ended and row["status"] == kwargs["status"]
+    review = kwargs.get("review")
+    assert row["score"] == (review["score"] if review else None)
+    assert row["dimensions"] == (review["dimensions"] if review else {})
+    assert row["gaps"] == (review["gaps"] if review else [])
+    assert row["decision"] == (review["decision"] if review else "")
     # with its first 40 facts, in page order, as its learnings
     assert row["learnings"] == [f"page {p} fact {k}" for p in range(3) for k in range(15)][:40]
     assert len(row["error"]) == (2000 if "error" in kwargs else 0)

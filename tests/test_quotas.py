@@ -3,9 +3,6 @@ spend, and the sign-in throttle. Spending is simulated by LlmCall rows written d
 rewriting rows' timestamps, never by waiting."""
 
 import json
-import os
-import subprocess
-import sys
 from datetime import timedelta
 from decimal import Decimal
 
@@ -14,7 +11,6 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.utils import timezone
 
-from devtools.processes import ROOT
 from research import quotas
 from research.models import LlmCall, RateHit, Research
 from tests.support.logins import PASSWORD
@@ -292,46 +288,3 @@ def test_the_login_page_itself_is_not_throttled(user) -> None:
         sign_in(Client(), "alice", "wrong-password")
         assert Client().get("/accounts/login/", REMOTE_ADDR="10.0.0.1").status_code == 200
         assert sign_in(Client(), "alice", PASSWORD).status_code == 429
-
-
-# --- Embedded mode ------------------------------------------------------------------------------------------------
-
-EMBEDDED_CHECK = """
-from devtools.processes import ROOT
-from research import quotas
-from django.test.utils import override_settings
-with override_settings(LOGIN_RATE_LIMIT=2, LOGIN_RATE_WINDOW=900):
-    admitted = [quotas.admit("spend:1", 2, 60) == 0 for _ in range(2 if FIRST else 1)]
-    print(admitted, quotas.login_wait("alice", "10.0.0.1") > 0)
-    quotas.login_failed("alice", "10.0.0.1")
-"""
-
-
-def test_counters_are_shared_between_processes_in_embedded_mode(tmp_path) -> None:
-    # given the embedded database (SQLite, no Redis), migrated
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "researchsite.settings",
-            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-            "REDIS_URL": "",
-            "CELERY_BROKER_URL": "filesystem://",
-            "CELERY_BROKER_FOLDER": str(tmp_path / "broker"),
-            "CHANNEL_LAYER": "sqlite",
-            "CHANNELS_DATABASE_PATH": str(tmp_path / "channels.sqlite3"),
-        }
-    )
-    manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-
-    def run(first: bool) -> str:
-        script = f"FIRST = {first}\n{EMBEDDED_CHECK}"
-        done = subprocess.run([*manage, "shell", "-c", script], cwd=ROOT, env=env, check=True, capture_output=True)
-        return done.stdout.decode().strip().splitlines()[-1]  # after the shell's own banner
-
-    # when one process takes both places of a window and fails a sign-in, and another process then tries
-    first, second = run(True), run(False)
-    # then the second process sees the first one's counts: the window is full, and the second failure throttles
-    assert first == "[True, True] False"
-    assert second == "[False] False"
-    assert run(False) == "[False] True"

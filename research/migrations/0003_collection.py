@@ -4,18 +4,14 @@ import django.contrib.postgres.search
 from django.db import migrations, models
 
 
-# The full-text index exists on PostgreSQL only: SQLite (embedded mode) has no tsvector and ranks in Python, so
-# the index is created here rather than declared in the model's Meta (a GinIndex there breaks SQLite migrations).
+# The full-text index, created here rather than declared in the model's Meta: the project ran on SQLite too when
+# this migration was written, and a GinIndex there broke SQLite's migrations.
 def create_search_index(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(
-            "CREATE INDEX collection_search_gin ON research_collectiondocument USING gin (search_vector)"
-        )
+    schema_editor.execute("CREATE INDEX collection_search_gin ON research_collectiondocument USING gin (search_vector)")
 
 
 def drop_search_index(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("DROP INDEX IF EXISTS collection_search_gin")
+    schema_editor.execute("DROP INDEX IF EXISTS collection_search_gin")
 
 
 class Migration(migrations.Migration):

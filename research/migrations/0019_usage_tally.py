@@ -4,9 +4,8 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 # Each LlmCall insert adds its tokens and cost to a tally row of its research, so that a research's totals are a
-# sum over a few rows (research/usage.py). On PostgreSQL the row is the inserting connection's shard (its backend
-# pid modulo 32): calls from different connections seldom wait on one row. SQLite (embedded mode) has one writer
-# at a time, and one shard. The calls already recorded are added up once, into shard 0.
+# sum over a few rows (research/usage.py). The row is the inserting connection's shard (its backend pid modulo
+# 32): calls from different connections seldom wait on one row. The calls already recorded are added up once, into shard 0.
 POSTGRESQL_TRIGGER = """
 CREATE FUNCTION research_tally_call() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -23,18 +22,6 @@ END
 $$;
 CREATE TRIGGER llmcall_tally AFTER INSERT ON research_llmcall FOR EACH ROW EXECUTE FUNCTION research_tally_call();
 """
-SQLITE_TRIGGER = """
-CREATE TRIGGER llmcall_tally AFTER INSERT ON research_llmcall BEGIN
-    INSERT INTO research_usagetally (research_id, shard, prompt_tokens, completion_tokens, cost_usd, unpriced_calls)
-    VALUES (NEW.research_id, 0, NEW.prompt_tokens, NEW.completion_tokens, COALESCE(NEW.cost_usd, 0),
-            NEW.cost_usd IS NULL)
-    ON CONFLICT (research_id, shard) DO UPDATE SET
-        prompt_tokens = prompt_tokens + excluded.prompt_tokens,
-        completion_tokens = completion_tokens + excluded.completion_tokens,
-        cost_usd = cost_usd + excluded.cost_usd,
-        unpriced_calls = unpriced_calls + excluded.unpriced_calls;
-END;
-"""
 BACKFILL = """
 INSERT INTO research_usagetally (research_id, shard, prompt_tokens, completion_tokens, cost_usd, unpriced_calls)
 SELECT research_id, 0, SUM(prompt_tokens), SUM(completion_tokens), COALESCE(SUM(cost_usd), 0),
@@ -45,18 +32,12 @@ FROM research_llmcall GROUP BY research_id
 
 def create_trigger(apps, schema_editor):
     schema_editor.execute(BACKFILL, params=None)
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(POSTGRESQL_TRIGGER, params=None)  # (its % is the operator)
-    else:
-        schema_editor.execute(SQLITE_TRIGGER, params=None)
+    schema_editor.execute(POSTGRESQL_TRIGGER, params=None)  # (its % is the operator)
 
 
 def drop_trigger(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("DROP TRIGGER IF EXISTS llmcall_tally ON research_llmcall")
-        schema_editor.execute("DROP FUNCTION IF EXISTS research_tally_call()")
-    else:
-        schema_editor.execute("DROP TRIGGER IF EXISTS llmcall_tally")
+    schema_editor.execute("DROP TRIGGER IF EXISTS llmcall_tally ON research_llmcall")
+    schema_editor.execute("DROP FUNCTION IF EXISTS research_tally_call()")
 
 
 class Migration(migrations.Migration):

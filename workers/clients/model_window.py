@@ -61,8 +61,8 @@ _PROMPT_TOKENS_IN_ERROR = [
 ]
 
 
-# Everything learned of one model on one server, shared by every process: in a Redis hash where there is Redis (a
-# window one worker learned from an error spares the others the same error), in this process in embedded mode.
+# Everything learned of one model on one server, shared by every process in a Redis hash: a window one worker
+# learned from an error spares the others the same error.
 KEY_PREFIX = "model-server:"
 KEY_TTL = 7 * 24 * 3600
 # Calibration sums are halved past this many tokens, so the ratio follows the recent prompts.
@@ -116,15 +116,12 @@ class ModelFacts:
         )
 
 
-_local_store: dict[str, dict[str, str]] = {}
 _lock = threading.Lock()
 _redis_clients: dict[str, redis.Redis] = {}
 
 
-def _redis(url: str | None = None) -> redis.Redis | None:
+def _redis(url: str | None = None) -> redis.Redis:
     url = settings.REDIS_URL if url is None else url
-    if not url:
-        return None
     client = _redis_clients.get(url)
     if client is None:
         client = _redis_clients[url] = redis.Redis.from_url(url, socket_timeout=5, decode_responses=True)
@@ -154,11 +151,7 @@ def facts(model: str) -> ModelFacts:
         generation = _generation.get(key, 0)
     if kept is not None and now - kept[0] < FACTS_FRESH_SECONDS:
         return kept[2]
-    client = _redis()
-    if client is None:
-        with _lock:
-            return ModelFacts.parse(dict(_local_store.get(key, {})))
-    raw = cast(dict[str, str], client.hgetall(key))  # a synchronous client's reply
+    raw = cast(dict[str, str], _redis().hgetall(key))  # a synchronous client's reply
     with _lock:
         if _generation.get(key, 0) != generation:
             # This process wrote while the store was read: the read may predate the write, which this process's
@@ -184,12 +177,7 @@ def _write(model: str, *, where: tuple[str, str] | None = None, **fields: Any) -
         merged = {**(kept[1] if kept else {}), **values}
         _read[key] = (kept[0] if kept else -FACTS_FRESH_SECONDS, merged, ModelFacts.parse(merged))
         _generation[key] = _generation.get(key, 0) + 1
-    client = _redis(url)
-    if client is None:
-        with _lock:
-            _local_store.setdefault(key, {}).update(values)
-        return
-    with client.pipeline() as pipe:
+    with _redis(url).pipeline() as pipe:
         pipe.hset(key, mapping=values)
         pipe.expire(key, KEY_TTL)
         pipe.execute()
@@ -206,16 +194,14 @@ def _lower(model: str, name: str, value: int) -> None:
 def forget() -> None:
     """Everything learned of every model server (tests, and `check_model`, which measures afresh)."""
     with _lock:
-        _local_store.clear()
         _read.clear()
         _generation.clear()
         _pending.clear()
         _sampled.clear()
     client = _redis()
-    if client is not None:
-        keys = list(client.scan_iter(f"{KEY_PREFIX}*", count=500))
-        if keys:
-            client.delete(*keys)
+    keys = list(client.scan_iter(f"{KEY_PREFIX}*", count=500))
+    if keys:
+        client.delete(*keys)
 
 
 def output_format(model: str) -> int:
@@ -419,9 +405,7 @@ class Probe:
     server has answered finds out, by its answer (the window holds it) or by its error (which names the window),
     before the others are sent. Without it a burst of large requests in parallel, each of a worker's threads at
     once, all overflowed before the first error taught the window. Held in Redis (SET NX with an expiry, so a
-    worker that dies does not hold it), in this process where there is none."""
-
-    _local: dict[str, threading.Lock] = {}
+    worker that dies does not hold it)."""
 
     def __init__(self, model: str, hold_seconds: float) -> None:
         self._key = f"{KEY_PREFIX}probe:{_key(model)}"
@@ -432,11 +416,6 @@ class Probe:
     def acquire(self, until: float) -> bool:
         """Wait for the probe until `until` (a `time.monotonic()` value); whether it was taken."""
         client = _redis()
-        if client is None:
-            with _lock:
-                lock = self._local.setdefault(self._key, threading.Lock())
-            self._held = lock.acquire(timeout=max(0.0, until - time.monotonic()))
-            return self._held
         while not self._held:
             self._held = bool(client.set(self._key, self._token, nx=True, px=self._hold_ms))
             if not self._held:
@@ -450,9 +429,7 @@ class Probe:
             return
         self._held = False
         client = _redis()
-        if client is None:
-            self._local[self._key].release()
-        elif client.get(self._key) == self._token:
+        if client.get(self._key) == self._token:
             client.delete(self._key)  # ours still (an expired hold may have passed to another): theirs is kept
 
 

@@ -73,7 +73,7 @@ def _redis() -> _Redis:
 
 def wait_for_rate(service: str, per_second: float, max_wait: float = 300.0) -> None:
     """Block until a call to `service` fits under `per_second` across all workers (no-op when 0)."""
-    if per_second <= 0 or not settings.REDIS_URL:  # embedded mode: one machine, no shared counter
+    if per_second <= 0:
         return
     # Below one call a second the window grows; above, fractional rates round down (the safe side).
     window_ms, limit = (1000, int(per_second)) if per_second >= 1 else (int(1000 / per_second), 1)
@@ -98,7 +98,7 @@ def wait_for_rate_until(service: str, per_second: float, expires_at: float, what
 @contextmanager
 def host_slot(host: str, limit: int, lease_seconds: float, max_wait: float) -> Iterator[None]:
     """Hold one of `limit` concurrent slots for `host` across all workers (no-op when limit is 0)."""
-    if limit <= 0 or not settings.REDIS_URL:
+    if limit <= 0:
         yield
         return
     key, member = f"hostslots:{host}", uuid.uuid4().hex

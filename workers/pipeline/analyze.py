@@ -28,8 +28,8 @@ from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
 from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
-from workers.pipeline.locks import claim_owner, claimable, claimable_sql, worker_name
+from workers.pipeline.lifecycle import may_start, state_sql, step_row
+from workers.pipeline.locks import claim_owner, claimable_sql, worker_name
 from workers.pipeline.tree_writes import WRITABLE, tree_transaction
 
 log = logging.getLogger(__name__)
@@ -39,11 +39,9 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
     """Extract facts and verbatim quotes from the website's stored page text."""
     # One read of what the step needs, its research's state joined: no model instances, and no page text before
     # the claim (a duplicate delivery reads none).
-    columns = ["status", "research_id", "query_id", "url", "title", "page_id", "query__objective", "query__query"]
     row = step_row(
         Website,
         website_id,
-        [*columns, "research__engine", *RESEARCH_STATE],
         "SELECT w.status, w.research_id, w.query_id, w.url, w.title, w.page_id, q.objective, q.query, r.engine, "
         f"{state_sql('r')} FROM {Website._meta.db_table} w JOIN {SerpQuery._meta.db_table} q ON q.id = w.query_id "
         f"JOIN {Research._meta.db_table} r ON r.id = w.research_id WHERE w.id = %s",
@@ -102,7 +100,7 @@ def analyze_claimed(claimed: Claimed) -> None:
         log.info("dropped %s quotes not found on %s", dropped, url)
 
     facts = [(finding.fact, finding.quote) for finding in kept]
-    if not dropped and database.one_statement_writes():
+    if not dropped:
         _store_analysis_at_once(research_id, website_id, query_id, url, facts)
         return
     with tree_transaction(research_id):
@@ -121,11 +119,6 @@ def analyze_claimed(claimed: Claimed) -> None:
 def _claim(website_id: int, page_id: int, owner: str) -> str | None:
     """Lease the analysing website for this task; its page's text if the claim holds, else None."""
     now, claimed_by = timezone.now(), (owner + worker_name())[:200]
-    if not database.one_statement_writes():
-        claim = Website.objects.filter(claimable(owner), pk=website_id, status=WebsiteStatus.ANALYZING)
-        if not claim.update(claimed_at=now, claimed_by=claimed_by):
-            return None
-        return Page.objects.filter(pk=page_id).values_list("text", flat=True).first() or ""
     # The claim returns the page text: no statement (and no commit) of its own to read it.
     condition, params = claimable_sql(owner)
     with database.prepared_cursor() as cursor:
@@ -155,16 +148,6 @@ def _store_analysis(
     its query's `pending_websites` decremented; the websites the query still waits for, None if it was not
     analyzing."""
     now = timezone.now()
-    if not database.one_statement_writes():
-        if not Website.objects.filter(pk=website_id, status=WebsiteStatus.ANALYZING).update(
-            status=WebsiteStatus.ANALYZED, finished_at=now
-        ):
-            return None
-        Extract.objects.bulk_create(
-            Extract(research_id=research_id, website_id=website_id, position=index, fact=fact, quote=quote)
-            for index, (fact, quote) in enumerate(facts)
-        )
-        return progress.decrement_pending_websites(query_id)
     # One statement for the three, in the lock order (the website, then its query).
     with database.prepared_cursor() as cursor:
         cursor.execute(

@@ -9,10 +9,10 @@ from django.db import connection, transaction
 from research import budgets, database, dispatch, transitions
 from research.events import record_event
 from research.lifecycle import fail_research
-from research.models import EventType, Research, ResearchStatus, StepRow, call_totals
+from research.models import EventType, Research, ResearchStatus, StepRow
 from research.planning import total_queries
 from research.types import ResearchId
-from research.usage import BudgetState, research_with, spent_sql, state_of, with_spent
+from research.usage import BudgetState, research_with, spent_sql, state_of
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +47,13 @@ def start_failed(research_id: ResearchId, error: BaseException) -> None:
 
 def held_status(research_id: ResearchId) -> tuple[str, str] | None:
     """Inside a transaction: the research's status and stop reason (None if it is gone), its row held as tree
-    transactions hold it (FOR KEY SHARE on PostgreSQL). Such holders share the row, so they land side by side; an
+    transactions hold it (FOR KEY SHARE). Such holders share the row, so they land side by side; an
     ending (cancel, failure, a budget's stop) holds it exclusively, so it lands wholly before this transaction,
     whose read then sees it, or after its commit. No seq is handed out under it: the transaction's events go in
     unnumbered (`insert_events`) and are numbered after its commit."""
     with database.prepared_cursor() as cursor:
         cursor.execute(
-            f"SELECT status, stop_reason FROM {Research._meta.db_table} WHERE id = %s{database.key_share()}",
+            f"SELECT status, stop_reason FROM {Research._meta.db_table} WHERE id = %s FOR KEY SHARE",
             [Research._meta.pk.get_db_prep_value(research_id, connection)],
         )
         row = cursor.fetchone()
@@ -74,41 +74,32 @@ def running_research(research_id: ResearchId) -> Research | None:
 
 
 def _with_spent(research_id: ResearchId) -> Research | None:
-    """The research with the sums `with_spent` annotates. On PostgreSQL a hand-written read of its columns made
+    """The research with the sums `spent_sql` reads: a hand-written read of its columns made
     into an instance as the ORM makes one: the ORM compiled the read with its annotations for every planning,
     search and review."""
-    if not database.one_statement_writes():
-        return with_spent(Research.objects.filter(pk=research_id)).first()
     return research_with(research_id, BudgetState._fields[6:], spent_sql("r"))
 
 
 # What a step reads of its research, joined to its own row, to decide whether it may start (`may_start`): the
-# research's columns, then what its model calls spent (summed from them, `_SPENT`).
+# research's columns, then what its model calls spent (summed from them).
 _COLUMNS = BudgetState._fields[:6]
-_SPENT = "research_"
-RESEARCH_STATE = (*(f"research__{name}" for name in _COLUMNS), *(_SPENT + name for name in BudgetState._fields[6:]))
 
 
-def step_row(model: type[StepRow], pk: Any, columns: list[str], sql: str) -> tuple[Any, ...] | None:
-    """The one row a step starts from: what `columns` name, in that order, read by `sql` (its one parameter the
-    row's key) on PostgreSQL and by a values_list in the embedded mode (research/database.py, `read_row`). The ORM
-    built that query anew for every task, ordering by the model's default ordering (joins) to take its first row."""
-    return database.read_row(model, pk, columns, sql, _research_spent)
-
-
-def _research_spent() -> dict[str, Any]:
-    return call_totals("research_id", prefix=_SPENT)
+def step_row(model: type[StepRow], pk: Any, sql: str) -> tuple[Any, ...] | None:
+    """The one row a step starts from, read by `sql` (its one parameter the row's key). The ORM built that query
+    anew for every task, ordering by the model's default ordering (joins) to take its first row."""
+    return database.read_row(model, pk, sql)
 
 
 def state_sql(alias: str) -> str:
-    """The columns of RESEARCH_STATE, in order, of the research joined as `alias` (the sums of its calls where
-    it has a token or dollar budget)."""
+    """The columns of BudgetState, in order, of the research joined as `alias` (the sums of its calls where it has
+    a token or dollar budget)."""
     return ", ".join([*(f"{alias}.{name}" for name in _COLUMNS), spent_sql(alias)])
 
 
 def may_start(research_id: ResearchId, state: BudgetState) -> bool:
     """`running_research` for a step that read its research's budget columns with its own row in one query
-    (`RESEARCH_STATE`): no second read, and no model instance."""
+    (`state_sql`): no second read, and no model instance."""
     if state.status != ResearchStatus.RUNNING or state.stop_reason:
         return False
     if budgets.reached(state) is not None:

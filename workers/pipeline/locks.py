@@ -55,11 +55,6 @@ def take_lease(model: type[Model], pk: Any, owner: str, status: str | None = Non
     `status`, in that status; whether it was. On PostgreSQL one hand-written statement: the ORM compiled the lease's
     condition anew for every review and planning."""
     now, claimed_by = timezone.now(), (owner + worker_name())[:200]
-    if not database.one_statement_writes():
-        rows = model._default_manager.filter(claimable(owner), pk=pk)
-        if status is not None:
-            rows = rows.filter(status=status)
-        return bool(rows.update(claimed_at=now, claimed_by=claimed_by))
     condition, params = claimable_sql(owner)
     in_status, status_params = (" AND status = %s", [status]) if status is not None else ("", [])
     with database.prepared_cursor() as cursor:

@@ -157,42 +157,10 @@ def store(
     """Insert the items no earlier update holds and close the answered gaps, in one transaction; record
     `memory_updated` when anything changed. Returns the counts the event carries."""
     counts: dict[str, Any] = {"query_id": query_id, "insights": 0, "gaps": 0, "contradictions": 0, "closed": 0}
-    plural: dict[str, str] = {
-        MemoryKind.INSIGHT: "insights",
-        MemoryKind.GAP: "gaps",
-        MemoryKind.CONTRADICTION: "contradictions",
-    }
-    table = MemoryItem._meta.db_table
-    ids_field = MemoryItem._meta.get_field("website_ids")
     research_pk = Research._meta.pk.get_db_prep_value(research_id, connection)
     with transaction.atomic():
         now = timezone.now()
-        if database.one_statement_writes():
-            _insert_items(research_pk, query_id, items, now, counts)
-            items = []  # inserted
-        with database.prepared_cursor() as cursor:
-            for item in items:
-                key = memory_key(item.text)
-                if not key:
-                    continue
-                # The unique (research, kind, key) decides: of two workers inserting one item, one row stands.
-                cursor.execute(
-                    f"INSERT INTO {table} (research_id, kind, text, key, query_id, website_ids, closed, created_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (research_id, kind, key) DO NOTHING "
-                    "RETURNING id",
-                    [
-                        research_pk,
-                        item.kind,
-                        item.text,
-                        key,
-                        query_id,
-                        ids_field.get_db_prep_save(item.website_ids, connection),
-                        False,
-                        now,
-                    ],
-                )
-                if cursor.fetchone() is not None:
-                    counts[plural[item.kind]] += 1
+        _insert_items(research_pk, query_id, items, now, counts)
         if answered_gaps:
             counts["closed"] = _close_gaps(research_id, research_pk, answered_gaps)
         if not any(counts[name] for name in ("insights", "gaps", "contradictions", "closed")):
@@ -210,9 +178,6 @@ def store(
 def _close_gaps(research_id: ResearchId, research_pk: Any, gap_ids: list[int]) -> int:
     """Close the research's open gaps `gap_ids` (ids the review was shown); how many were open. On PostgreSQL one
     hand-written statement, where the ORM compiled its `IN` list for every review that answered a gap."""
-    if not database.one_statement_writes():
-        gaps = MemoryItem.objects.filter(research_id=research_id, kind=MemoryKind.GAP, closed=False, pk__in=gap_ids)
-        return gaps.update(closed=True)
     with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {MemoryItem._meta.db_table} SET closed = true "

@@ -91,15 +91,6 @@ def _lock_parent(parent: SerpQuery | None, breadth: int) -> int | None:
         return 0
     # The parent's row alone: a read joining the research would lock the research row too (FOR UPDATE), and every
     # insert of the research's rows (FOR KEY SHARE) would wait for this planning.
-    if not database.one_statement_writes():
-        retries = (
-            SerpQuery.objects.select_for_update()
-            .filter(pk=parent.pk, children_planned=False, status=QueryStatus.DONE)
-            .order_by("pk")
-            .values_list("retries", flat=True)
-            .first()
-        )
-        return None if retries is None else retries * breadth
     with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT retries FROM {SerpQuery._meta.db_table} WHERE id = %s AND NOT children_planned AND status = %s "

@@ -166,19 +166,6 @@ def _finish(query_id: int, from_statuses: list[str], changes: dict[str, Any], pl
 
     On PostgreSQL one hand-written statement: the ORM read the learnings, updated the query, read it with its
     research and handed the lease on in four, each compiled anew for every query."""
-    if not database.one_statement_writes():
-        changes = {**changes, "learnings": _learnings(query_id)}
-        if not SerpQuery.objects.filter(pk=query_id, status__in=from_statuses).update(**changes):
-            return None
-        row = (
-            SerpQuery.objects.filter(pk=query_id)
-            .values_list("depth", "research_id", "research__status", "research__breadth", "research__depth")
-            .get()
-        )
-        handed_on = plans and row[2] == ResearchStatus.RUNNING and row[0] < (row[4] or 0)
-        if handed_on:
-            SerpQuery.objects.filter(pk=query_id).update(claimed_at=timezone.now(), claimed_by=QUEUED)
-        return Finished(*row, planning_handed_on=handed_on)
     fields = [_query_field(name) for name in changes]
     assignments = "".join(f"{field.column} = %s, " for field in fields)
     values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, changes.values(), strict=True)]
@@ -229,11 +216,6 @@ def query_failed(query_id: int, error: str, from_statuses: list[str]) -> bool:
         {"query_id": query_id, "query": query.query, "error": error[:500]},
     )
     return True
-
-
-def _learnings(query_id: int) -> list[str]:
-    facts = Extract.objects.filter(website__query_id=query_id).order_by("website__position", "position")
-    return list(facts.values_list("fact", flat=True)[:MAX_LEARNINGS])
 
 
 def add_dropped_quotes(research_id: ResearchId, count: int) -> None:

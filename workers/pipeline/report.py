@@ -48,7 +48,7 @@ from workers.clients.llm import charged_to
 from workers.pipeline import heartbeat, relevance
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import RESEARCH_STATE, held_status, state_sql, step_row
+from workers.pipeline.lifecycle import held_status, state_sql, step_row
 from workers.pipeline.locks import claim_owner, claimable, claimable_sql, worker_name
 from workers.pipeline.memory import report_notes
 
@@ -276,8 +276,6 @@ def _section_row(section_id: int) -> tuple[ReportSection, Research, Usage] | Non
     row = step_row(
         ReportSection,
         section_id,
-        ["version", "position", "title", "plan", "research_id", "research__engine", "research__prompt"]
-        + ["research__report_words", *RESEARCH_STATE],
         "SELECT s.version, s.position, s.title, s.plan, s.research_id, r.engine, r.prompt, r.report_words, "
         f"{state_sql('r')} FROM {ReportSection._meta.db_table} s "
         f"JOIN {Research._meta.db_table} r ON r.id = s.research_id WHERE s.id = %s",
@@ -527,9 +525,6 @@ def report_failed(research_id: str, error: BaseException) -> None:
 def _page_texts(research_id: ResearchId, urls: list[str]) -> dict[str, str]:
     """The stored texts of the research's fetched pages with these URLs, by URL. Hand-written on PostgreSQL (one
     array parameter): the ORM compiled the read, its IN list one placeholder per URL, for every section."""
-    if not database.one_statement_writes():
-        pages = Page.objects.filter(research_id=research_id, url__in=urls, status=PageStatus.FETCHED)
-        return dict(pages.values_list("url", "text"))
     with database.prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT url, text FROM {Page._meta.db_table} WHERE research_id = %s AND status = %s AND url = ANY(%s)",

@@ -33,7 +33,7 @@ from workers.clients.ratelimit import host_slot
 from workers.errors import TransientError
 from workers.pipeline import analyze, heartbeat, progress
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
+from workers.pipeline.lifecycle import may_start, state_sql, step_row
 from workers.pipeline.locks import claim_owner, worker_name
 from workers.pipeline.progress import FailedWebsite
 from workers.pipeline.tree_writes import WRITABLE, tree_transaction
@@ -73,8 +73,6 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
     row = step_row(
         Website,
         website_id,
-        ["research_id", "query_id", "url", "status", "title", "query__objective", "query__query", "research__engine"]
-        + list(RESEARCH_STATE),
         "SELECT w.research_id, w.query_id, w.url, w.status, w.title, q.objective, q.query, r.engine, "
         f"{state_sql('r')} FROM {Website._meta.db_table} w JOIN {SerpQuery._meta.db_table} q ON q.id = w.query_id "
         f"JOIN {Research._meta.db_table} r ON r.id = w.research_id WHERE w.id = %s",
@@ -129,10 +127,9 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str, kee
     owner) must fetch it, else None (the website handed to analysis where the page is stored, not queued if it is
     `keep`)."""
     fetcher = (owner + worker_name())[:200]
-    if database.one_statement_writes():
-        page = _claim_new_page(research_id, website, fetcher)
-        if page is not None:
-            return page
+    page = _claim_new_page(research_id, website, fetcher)
+    if page is not None:
+        return page
     with tree_transaction(research_id):
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
         page, created = _lock_page(research_id, website.url, fetcher)
@@ -232,26 +229,26 @@ def _leased_page(pk: int, research_id: ResearchId, url: str, fetcher: str, now: 
 
 def _lock_page(research_id: ResearchId, url: str, fetcher: str) -> tuple[Page, bool]:
     """The research's page for the URL, locked, and whether this transaction inserted it (then leased to
-    `fetcher` where the insert is one statement)."""
-    if database.one_statement_writes():
-        # The usual case, a URL no website of the research had: one statement instead of get_or_create's four
-        # (select, savepoint, insert, release), which also takes the fetch's lease (no update of its own).
-        now = timezone.now()
-        with database.prepared_cursor() as cursor:
-            cursor.execute(
-                f"{_INSERT_LEASED_PAGE} VALUES ({_LEASED_PAGE_VALUES}) "
-                "ON CONFLICT (research_id, url) DO NOTHING RETURNING id",
-                {
-                    "research": Research._meta.pk.get_db_prep_value(research_id, connection),
-                    "url": url,
-                    "fetching": PageStatus.FETCHING,
-                    "fetcher": fetcher,
-                    "now": now,
-                },
-            )
-            row = cursor.fetchone()
-        if row is not None:
-            return _leased_page(row[0], research_id, url, fetcher, now), True
+    `fetcher`)."""
+    # The usual case, a URL no website of the research had: one statement instead of get_or_create's four
+    # (select, savepoint, insert, release), which also takes the fetch's lease (no update of its own).
+    now = timezone.now()
+    with database.prepared_cursor() as cursor:
+        cursor.execute(
+            f"{_INSERT_LEASED_PAGE} VALUES ({_LEASED_PAGE_VALUES}) "
+            "ON CONFLICT (research_id, url) DO NOTHING RETURNING id",
+            {
+                "research": Research._meta.pk.get_db_prep_value(research_id, connection),
+                "url": url,
+                "fetching": PageStatus.FETCHING,
+                "fetcher": fetcher,
+                "now": now,
+            },
+        )
+        row = cursor.fetchone()
+    if row is not None:
+        return _leased_page(row[0], research_id, url, fetcher, now), True
+    # A URL the research had already (the insert above did nothing): the page, locked.
     return (
         Page.objects.select_for_update()
         .only("status", "claimed_at", "claimed_by", "title", "http_status", "content_type", "failure_reason", "error")
@@ -327,35 +324,21 @@ def _store_page(
         if fetched is not None:
             page.title, page.http_status = fetched.title[:1000], fetched.status_code
             page.content_type = fetched.content_type[:200]
-            if database.one_statement_writes():
-                if not _page_fetched(page, fetched, now):
-                    return Stored(False)  # a takeover finished it first
-                return _fetched_to_analysis(research_id, page, keep, claimed_by)
-        # Each update is conditional on the page still fetching, and locks it: none changes a page a takeover
-        # finished first. (Built here, not above: a queryset costs 0.1 ms that the statement above does not need.)
-        fetching = Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING)
-        if fetched is not None:
-            stored = fetching.update(
-                status=PageStatus.FETCHED,
-                final_url=fetched.final_url,
-                title=page.title,
-                text=fetched.text,
-                http_status=page.http_status,
-                content_type=page.content_type,
-                bytes_read=fetched.bytes_read,
-                fetched_at=now,
-            )
-        else:
-            assert error is not None
-            page.failure_reason, page.error = error.reason[:40], error.message[:2000]
-            page.http_status = error.status_code
-            stored = fetching.update(
-                status=PageStatus.FAILED,
-                failure_reason=page.failure_reason,
-                error=page.error,
-                http_status=page.http_status,
-                fetched_at=now,
-            )
+            if not _page_fetched(page, fetched, now):
+                return Stored(False)  # a takeover finished it first
+            return _fetched_to_analysis(research_id, page, keep, claimed_by)
+        # The failure is conditional on the page still fetching, and locks it: it changes no page a takeover
+        # finished first.
+        assert error is not None
+        page.failure_reason, page.error = error.reason[:40], error.message[:2000]
+        page.http_status = error.status_code
+        stored = Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING).update(
+            status=PageStatus.FAILED,
+            failure_reason=page.failure_reason,
+            error=page.error,
+            http_status=page.http_status,
+            fetched_at=now,
+        )
         if not stored:
             return Stored(False)  # a takeover finished it first
         waiting = [
@@ -365,8 +348,6 @@ def _store_page(
             .order_by("pk")
             .values_list("pk", "url", "query_id")
         ]
-        if fetched is not None:
-            return Stored(_to_analysis(research_id, page, waiting, keep, claimed_by))
         _fail(research_id, page, waiting)
         return Stored(False)
 

@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import Q
 from django.utils import timezone
 
 from research import database, dispatch
@@ -19,8 +18,8 @@ from workers.clients import search as search_client
 from workers.clients.searxng import SearchResult
 from workers.pipeline import heartbeat, progress
 from workers.pipeline.heartbeat import holding
-from workers.pipeline.lifecycle import RESEARCH_STATE, may_start, state_sql, step_row
-from workers.pipeline.locks import claim_owner, claimable, claimable_sql, worker_name
+from workers.pipeline.lifecycle import may_start, state_sql, step_row
+from workers.pipeline.locks import claim_owner, claimable_sql, worker_name
 from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)
@@ -42,7 +41,6 @@ def run_query(query_id: int, task_id: str | None = None) -> None:
     row = step_row(
         SerpQuery,
         query_id,
-        ["research_id", "status", "query", "retries", "depth", "started_at", *RESEARCH_STATE],
         "SELECT q.research_id, q.status, q.query, q.retries, q.depth, q.started_at, "
         f"{state_sql('r')} FROM {SerpQuery._meta.db_table} q "
         f"JOIN {Research._meta.db_table} r ON r.id = q.research_id WHERE q.id = %s",
@@ -64,13 +62,6 @@ def _claim(query_id: int, owner: str, started_at: datetime | None) -> bool:
     """Lease the pending query (or the searching one whose lease is free, lapsed or this task's) for this task."""
     now, claimed_by = timezone.now(), (owner + worker_name())[:200]
     started_at = started_at or now
-    if not database.one_statement_writes():
-        claim = SerpQuery.objects.filter(
-            Q(status=QueryStatus.PENDING) | Q(claimable(owner), status=QueryStatus.SEARCHING), pk=query_id
-        )
-        return bool(
-            claim.update(status=QueryStatus.SEARCHING, claimed_at=now, claimed_by=claimed_by, started_at=started_at)
-        )
     # One hand-written statement: the ORM compiled the lease's condition for every search.
     condition, params = claimable_sql(owner)
     with database.prepared_cursor() as cursor:
@@ -116,9 +107,6 @@ def _store_results(query: Searching, results: list[SearchResult]) -> None:
 
 def _to_scraping(query_id: int, pending: int) -> bool:
     """The searching query on to scraping, waiting for `pending` websites; whether it was searching."""
-    if not database.one_statement_writes():
-        moved = SerpQuery.objects.filter(pk=query_id, status=QueryStatus.SEARCHING)
-        return bool(moved.update(status=QueryStatus.SCRAPING, pending_websites=pending, attempts=0))
     with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {SerpQuery._meta.db_table} SET status = %s, pending_websites = %s, attempts = 0 "
@@ -132,19 +120,6 @@ def _insert_websites(query: Searching, first: int, results: list[SearchResult]) 
     """The results stored as the query's pending websites, numbered from `first`: (id, url) of each, in order."""
     if not results:
         return []
-    if not database.one_statement_writes():
-        websites = Website.objects.bulk_create(
-            Website(
-                research_id=query.research_id,
-                query_id=query.id,
-                position=first + index,
-                url=result.url,
-                title=result.title,
-                snippet=result.snippet,
-            )
-            for index, result in enumerate(results)
-        )
-        return [(website.pk, website.url) for website in websites]
     # One hand-written statement: bulk_create compiled an INSERT of every column for every search. The columns
     # not named by a result take their model defaults.
     rows = json.dumps(

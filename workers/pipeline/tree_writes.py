@@ -5,8 +5,7 @@ row first would make all of one research's writes run one at a time (docs/perfor
 what a transaction does to the research row is tallied (research/transactions.py) and applied by one statement at
 its end, just before the commit. Most transactions change no counter: they only record events, which are inserted
 unnumbered (research/events.py numbers them after the commit), and read the research row's status under a shared
-lock, so they do not wait for each other. (SQLite, the embedded mode, has one writer at a time anyway: there the
-row is written and the events numbered at once.)
+lock, so they do not wait for each other.
 
 Lock order, in every transaction that takes more than one row lock: page → websites → queries → research, and
 rows of one kind in primary-key order. Tree transactions follow it by construction (the research row last).
@@ -23,7 +22,7 @@ from contextlib import contextmanager
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database, dispatch, events, push, transitions
+from research import database, dispatch, push, transitions
 from research.models import Event, Research, ResearchStatus
 from research.transactions import Tally, tallying
 from research.types import ResearchId
@@ -48,8 +47,7 @@ def _apply(tally: Tally) -> None:
     now = timezone.now()
     finished = tally.queries_finished
     research_id = Research._meta.pk.get_db_prep_value(tally.research_id, connection)
-    one_statement = database.one_statement_writes()
-    if finished or tally.quotes_dropped or not one_statement:
+    if finished or tally.quotes_dropped:
         # Counters move (a query counted off, quotes dropped): the row is written, and held to the commit.
         research, params = transitions.tally_statement(research_id, tally.quotes_dropped, finished, now)
     else:
@@ -61,7 +59,7 @@ def _apply(tally: Tally) -> None:
         )
         params = [research_id]
     with database.prepared_cursor() as cursor:
-        if tally.events and one_statement:
+        if tally.events:
             # One round trip: the events inserted unnumbered (research/events.py numbers them after the commit).
             cursor.execute(
                 f"WITH added AS (INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
@@ -80,9 +78,7 @@ def _apply(tally: Tally) -> None:
         # Cancelled, failed or stopped by a budget (and its unfinished rows stopped) while this step ran: nothing
         # of it may land, or a search would add websites that no step will ever take up.
         raise ResearchStopped(f"research {tally.research_id} is {status} {stop_reason}".strip())
-    if tally.events and one_statement:
+    if tally.events:
         push.push_on_commit(tally.research_id)
-    else:
-        events.insert_events(tally.research_id, tally.events)
     if finished and pending == 0:
         dispatch.queue_tree_finished_on_commit(tally.research_id)
