@@ -1,7 +1,6 @@
 """The Redis broker (researchsite/broker.py): a channel closed after its connection was released raises a
 connection error that kombu ignores, not a crash; one client per pool; batches in one round trip."""
 
-
 import pytest
 from django.conf import settings
 from kombu import Connection
