@@ -58,7 +58,7 @@ def create_user() -> Any:
 
 def queue_research(owner: Any) -> str:
     """A research as the API leaves it before its start (one answered follow-up question); returns its id."""
-    from research import services
+    from research.control import services
 
     prompt = "How do heat pumps perform in cold climates?"
     return str(services.create_with_answers(owner, prompt, [("Which climates?", "Nordic")]).pk)
@@ -68,7 +68,7 @@ def start(research_id: str, breadth: int, depth: int, mode: str = "fixed") -> da
     """Start the research through the service the API uses; returns when its start was queued."""
     from django.utils import timezone
 
-    from research import services
+    from research.control import services
     from research.models import Research
 
     queued_at = timezone.now()

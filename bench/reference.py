@@ -28,7 +28,7 @@ from typing import Any
 
 import requests
 
-from research.planning import children_per_query
+from research.record.planning import children_per_query
 
 PER_QUERY = 7  # websites per query, as SEARCH_RESULTS_PER_QUERY
 _QUERIES_SCHEMA = {
@@ -257,7 +257,7 @@ def model_time(scheduler: str, breadth: int, depth: int, plan: float, query: flo
 
     `query` is one query's own time (search + page + analysis).
     """
-    from research.planning import queries_per_level
+    from research.record.planning import queries_per_level
 
     counts = queries_per_level(breadth, depth)
     if scheduler.startswith("level"):

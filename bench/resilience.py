@@ -78,7 +78,7 @@ def _status(research_id: str) -> str:
 def _check_exact(research_id: str, breadth: int, depth: int) -> None:
     """Completed, every query of the tree done, no unfinished website, one report: or fail loudly."""
     from research.models import Document, QueryStatus, Research, SerpQuery, Website, WebsiteStatus
-    from research.planning import total_queries
+    from research.record.planning import total_queries
 
     research = Research.objects.get(pk=research_id)
     queries = SerpQuery.objects.filter(research_id=research_id)
@@ -106,8 +106,8 @@ def purge() -> None:
 
 
 def fairness(stack: Any, user: Any, other: Any) -> Fairness:
-    from research.dispatch import waiting_steps
-    from research.lifecycle import cancel_research
+    from research.control.dispatch import waiting_steps
+    from research.control.lifecycle import cancel_research
 
     stack.fakes.prepare(FAIRNESS)
     with stack.workers(1, 4, "bench-fair-"):

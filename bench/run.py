@@ -227,7 +227,7 @@ class Bench:
             raise RuntimeError(f"research {research_id} ({breadth},{depth}) ended {run.status}")
         if watcher.error is not None:
             raise RuntimeError(f"the websocket watcher failed: {watcher.error!r}")
-        from research.snapshot import build_snapshot
+        from research.live.snapshot import build_snapshot
 
         final = len(json.dumps(build_snapshot(research_id)))
         return Measured(run, watcher.result, sampler.result, load(), final)
@@ -884,7 +884,9 @@ class Bench:
         from bench.probes import wait_until_quiet
         from bench.snapshots import build_tree, measure_delta, measure_snapshot
 
-        section = Section("Snapshots and deltas (research/snapshot.py build_snapshot, research/delta.py read_push)")
+        section = Section(
+            "Snapshots and deltas (research/live/snapshot.py build_snapshot, research/live/delta.py read_push)"
+        )
         small_id, big_id = build_tree(owner, 2, 2), build_tree(owner, 5, 5)
         # One read at a time, timed by the clock: anything the parts before left running (a pool's workers winding
         # down, PostgreSQL's autovacuum after their writes) would be in these figures; the row says what was waited.
@@ -922,7 +924,7 @@ class Bench:
                 Row(
                     delta.label,
                     f"{delta.build_ms:.1f} ms",
-                    f"the push's events and delta read as the pusher does (research/delta.py read_push): one "
+                    f"the push's events and delta read as the pusher does (research/live/delta.py read_push): one "
                     f"website analysed; {delta.json_bytes / 1000:.1f} KB JSON, {delta.sql_queries} SQL queries",
                     "≤ 5 ms",
                     delta.build_ms <= 5,

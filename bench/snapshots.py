@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from research.planning import children_per_query
+from research.record.planning import children_per_query
 
 # Texts as long as those the fakes' research model makes the engine store.
 FACT = "The page reports: Heat pump adoption rose to 41 percent in 2021, up from 22 percent two years earlier."
@@ -118,7 +118,7 @@ def measure_snapshot(label: str, research_id: str, repeat: int = 20) -> Snapshot
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from research.snapshot import build_snapshot
+    from research.live.snapshot import build_snapshot
 
     build_snapshot(research_id)  # warm: imports, connection
     times = []
@@ -152,9 +152,9 @@ def measure_delta(label: str, research_id: str, repeat: int = 20) -> DeltaFigure
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from research.delta import Since, consistent_view, read_push
-    from research.events import record_event
+    from research.live.delta import Since, consistent_view, read_push
     from research.models import Extract, Research, Website
+    from research.record.events import record_event
 
     # The view the push follows: taken once every transaction running when the tree was written has ended, as a
     # push a second later would find it (until then a delta also carries the rows those may have written).
@@ -220,7 +220,7 @@ class Watcher:
     the bytes the consumer would send for each `research.update` (its exact JSON text)."""
 
     def __init__(self, research_id: str) -> None:
-        from research.push import research_group
+        from research.live.push import research_group
 
         self.research_id = research_id
         self.group = research_group(research_id)
@@ -235,7 +235,7 @@ class Watcher:
         self._channel = ""
 
     def __enter__(self) -> Watcher:
-        from research.snapshot import read_history
+        from research.live.snapshot import read_history
         from research.web.consumers import encode
 
         self._thread.start()
@@ -290,8 +290,8 @@ class Watcher:
     def settle(self, research_id: str, timeout: float = 15) -> None:
         """Wait until the last event of the research has been pushed and received, then check that the state a
         page would hold equals the final snapshot."""
+        from research.live.snapshot import build_snapshot
         from research.models import Research
-        from research.snapshot import build_snapshot
 
         last = Research.objects.get(pk=research_id).last_event_seq
         deadline = time.monotonic() + timeout

@@ -3,13 +3,13 @@
 It follows the rules of research/schemas/delta.v2.json, as the page's research/static/research/js/state.js does;
 the tests (tests/support/deltas.py, tests/test_deltas.py) and the snapshot benchmark (bench/snapshots.py) check
 with it that the pushes add up to the snapshot. A test and benchmark tool, not production code: the server only
-builds deltas (research/delta.py).
+builds deltas (research/live/delta.py).
 """
 
 import copy
 from typing import Any
 
-from research.snapshot import MEMORY_SECTIONS
+from research.live.snapshot import MEMORY_SECTIONS
 
 
 class DeltaMismatch(ValueError):

@@ -27,7 +27,7 @@ from research.models import (
     SerpQuery,
     Website,
 )
-from research.usage import usage_of
+from research.record.usage import usage_of
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -112,7 +112,8 @@ class ResearchAdmin(admin.ModelAdmin):
     inlines = [QuestionInline, QueryInline, MemoryInline, ConversationInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Research]:
-        # The totals of its model calls are summed from them (research/usage.py), for the list and the change form.
+        # The totals of its model calls are summed from them (research/record/usage.py), for the list and the change
+        # form.
         return cast(ResearchQuerySet, super().get_queryset(request)).with_usage()
 
     @admin.display(description="cost", ordering="cost_usd")

@@ -4,7 +4,7 @@ from django.apps import AppConfig
 from django.db import connections
 from django.db.models.signals import post_migrate, pre_migrate
 
-from research import database
+from research.record import database
 
 
 class ResearchConfig(AppConfig):
@@ -16,7 +16,7 @@ class ResearchConfig(AppConfig):
         post_migrate.connect(restore_statement_timeout, sender=self, dispatch_uid="research.restore_statement_timeout")
         from django.contrib.auth.signals import user_logged_out
 
-        from research.push import close_session_sockets
+        from research.live.push import close_session_sockets
 
         user_logged_out.connect(close_session_sockets, dispatch_uid="research.close_session_sockets")
 

@@ -97,15 +97,16 @@ class Research(models.Model):
     gap_rounds = models.PositiveSmallIntegerField(default=0)
     score = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
-    # Last event sequence number handed out, by the numbering of research/events.py under this row's lock: no gaps.
+    # Last event sequence number handed out, by the numbering of research/record/events.py under this row's lock:
+    # no gaps.
     last_event_seq = models.PositiveIntegerField(default=0)
-    # Queries planned for the whole tree (research/planning.py) that have not finished yet; 0 queues the report.
+    # Queries planned for the whole tree (research/record/planning.py) that have not finished yet; 0 queues the report.
     pending_queries = models.IntegerField(default=0)
     # Quotes the website analyzer gave that were not in the page text, so were not stored.
     quotes_dropped = models.PositiveIntegerField(default=0)
     # What its model calls spent is not kept here: each call is a row of LlmCall, added up by the database into a
-    # few UsageTally rows and summed from those when read (`Research.objects.with_usage()`, research/usage.py), so
-    # that a call's accounting never waits on this row.
+    # few UsageTally rows and summed from those when read (`Research.objects.with_usage()`,
+    # research/record/usage.py), so that a call's accounting never waits on this row.
     # What the research may spend; null = no limit (defaults and maxima are settings).
     budget_seconds = models.PositiveIntegerField(null=True, blank=True)
     budget_tokens = models.BigIntegerField(null=True, blank=True)
@@ -113,8 +114,8 @@ class Research(models.Model):
     # A research stopped early by a budget still completes, from what was analysed: partial, and why.
     partial = models.BooleanField(default=False)
     stop_reason = models.CharField(max_length=40, blank=True)
-    # How long the report should be, in words (research/services.py REPORT_LENGTHS): the writer gives each section
-    # its share of it, and the snapshot's coverage shows the words written against it.
+    # How long the report should be, in words (research/control/services.py REPORT_LENGTHS): the writer gives each
+    # section its share of it, and the snapshot's coverage shows the words written against it.
     report_words = models.PositiveIntegerField(default=4000)
     # The report version being written: a retried branch of a finished research writes the next one.
     report_version = models.PositiveIntegerField(default=1)
@@ -471,7 +472,8 @@ class EventType(models.TextChoices):
 
 class Event(models.Model):
     research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="events")
-    # Null from its insert to its numbering, a moment after its commit (research/events.py): readers ask for seqs.
+    # Null from its insert to its numbering, a moment after its commit (research/record/events.py): readers ask for
+    # seqs.
     seq = models.PositiveIntegerField(null=True, blank=True)
     type = models.CharField(max_length=40, choices=EventType.choices)
     data = models.JSONField(default=dict, blank=True)
@@ -587,8 +589,8 @@ class UsageTally(models.Model):
 class CollectionDocument(models.Model):
     """A file of the local document collection (`manage.py index_documents`), searched by the "local" provider.
 
-    Workers read a document through its signed URL (research/collection.py), like any web page. `search_vector`
-    is PostgreSQL's full-text index of it (a GIN index, created by migration 0003).
+    Workers read a document through its signed URL (research/collection/documents.py), like any web page.
+    `search_vector` is PostgreSQL's full-text index of it (a GIN index, created by migration 0003).
     """
 
     path = models.TextField(unique=True, help_text="Absolute path of the file it was indexed from")
@@ -598,7 +600,8 @@ class CollectionDocument(models.Model):
     source = models.TextField(blank=True, help_text="The original markup of an HTML document, served as is")
     sha256 = models.CharField(max_length=64)
     extraction = models.PositiveIntegerField(
-        default=1, help_text="The text extraction it was indexed with (research/collection.py TEXT_EXTRACTION)"
+        default=1,
+        help_text="The text extraction it was indexed with (research/collection/documents.py TEXT_EXTRACTION)",
     )
     size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the file")
     search_vector = SearchVectorField(null=True, blank=True, editable=False)
@@ -612,8 +615,8 @@ class CollectionDocument(models.Model):
 
 
 class RateHit(models.Model):
-    """One counted request of a sliding-window limit (research/quotas.py): a spending request admitted, or a failed
-    sign-in (research/quotas.py says why in the database); rows are purged once older than their window."""
+    """One counted request of a sliding-window limit: a spending request admitted, or a failed sign-in
+    (research/control/quotas.py says why in the database); rows are purged once older than their window."""
 
     key = models.CharField(max_length=200)
     created_at = models.DateTimeField()

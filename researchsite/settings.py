@@ -99,7 +99,7 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
 # query, or a row held by a stuck transaction, raises OperationalError, which tasks retry like any database hiccup.
 DB_STATEMENT_TIMEOUT = env_int("DB_STATEMENT_TIMEOUT", 30, minimum=0)
 DB_LOCK_TIMEOUT = env_int("DB_LOCK_TIMEOUT", 10, minimum=0)
-# The hot paths' hand-written statements are prepared on each connection (research/database.py prepared_cursor).
+# The hot paths' hand-written statements are prepared on each connection (research/record/database.py prepared_cursor).
 # Off for a pooler in transaction mode that cannot keep prepared statements (PgBouncer before 1.21).
 DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
 if DB_STATEMENT_TIMEOUT and DB_LOCK_TIMEOUT >= DB_STATEMENT_TIMEOUT:
@@ -287,7 +287,7 @@ MAX_PROMPT_CHARS = env_int("MAX_PROMPT_CHARS", 10_000, minimum=100)
 MAX_ANSWER_CHARS = env_int("MAX_ANSWER_CHARS", 5_000, minimum=10)
 # Celery-level retries of a task whose client already gave up on a transient error (search, LLM).
 TASK_MAX_RETRIES = env_int("TASK_MAX_RETRIES", 3, minimum=0, maximum=20)
-# --- Budgets (research/budgets.py) ----------------------------------------------------------------------
+# --- Budgets (research/control/budgets.py) ----------------------------------------------------------------------
 # The budget a research gets for each key its start does not give: seconds it may run, tokens (prompt +
 # completion) and dollars it may spend; 0 = none. Reaching one stops the research with a partial report.
 RESEARCH_TIME_BUDGET = env_int("RESEARCH_TIME_BUDGET", 7200, minimum=5)
@@ -341,7 +341,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# --- Quotas and request rates per user (research/quotas.py; 0 = none) -----------------------------------
+# --- Quotas and request rates per user (research/control/quotas.py; 0 = none) -----------------------------------
 # What one user's model calls may spend over the last 24 hours, in tokens (prompt + completion) and in dollars
 # (priced calls only); at either, the endpoints that spend answer 429 until enough of it ages out.
 USER_DAILY_TOKEN_QUOTA = env_int("USER_DAILY_TOKEN_QUOTA", 0, minimum=0)
@@ -366,7 +366,7 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REFERRER_POLICY = "same-origin"
 # Workers fetch collection documents from the web app over the internal network (compose: http://web:8000), where
-# there is no TLS; those links are signed (research/collection.py), so plain HTTP exposes nothing.
+# there is no TLS; those links are signed (research/collection/documents.py), so plain HTTP exposes nothing.
 SECURE_REDIRECT_EXEMPT = [r"^collection/"]
 
 # --- I18n, static ---------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ urlpatterns = [
     path("accounts/signup/", views.signup, name="signup"),
     # Django's account views without password reset: no mail is set up, and its form would tell known addresses
     # (a 500 when mailing fails) from unknown ones (a redirect). Forgotten passwords are reset in the admin.
-    # Throttled after repeated failures (research/quotas.py).
+    # Throttled after repeated failures (research/control/quotas.py).
     path("accounts/login/", views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),

@@ -304,8 +304,8 @@ def watch(env: dict[str, str], research_id: str, processes: Processes) -> str:
     import django
 
     django.setup()
+    from research.live.snapshot import build_snapshot
     from research.models import FINISHED_STATUSES
-    from research.snapshot import build_snapshot
 
     while True:
         processes.check()

@@ -102,7 +102,7 @@ def django_db_setup(django_db_setup: None) -> Iterator[None]:
     """pytest-django's test database, dropped only once this process's event pusher has pushed what the last
     tests recorded and closed its connection (else the drop fails on it and the database is left behind)."""
     yield
-    from research.push import _pusher
+    from research.live.push import _pusher
 
     _pusher.wait_idle(timeout=10)
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 
-from research.dispatch import QUEUED
+from research.control.dispatch import QUEUED
 from research.models import (
     Event,
     EventType,

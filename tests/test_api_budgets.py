@@ -6,9 +6,9 @@ from decimal import Decimal
 
 import pytest
 
-from research import budgets
+from research.control import budgets
 from research.models import Research
-from research.usage import Usage
+from research.record.usage import Usage
 
 # Transactional, so on_commit hooks (where tasks are queued) really run: "nothing queued" can fail.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -21,9 +21,9 @@ from devtools.fakes import FakeLLM
 from devtools.fakes.behaviours import ResearchModel
 from devtools.processes import wait_until
 from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool, process_env
-from research import dispatch, services
+from research.control import dispatch, services
 from research.models import Event, FollowUpQuestion, LlmCall, Research, ResearchStatus
-from research.usage import totals
+from research.record.usage import totals
 from researchsite.asgi import application
 from tests.support.e2e import WORKER_ENV, settle, wait_finished
 from tests.support.logins import login, session_cookie

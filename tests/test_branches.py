@@ -9,7 +9,8 @@ from django.db import connection
 from django.test import Client
 
 from devtools.processes import wait_until
-from research.dispatch import REPORT, SEARCH
+from research.control.dispatch import REPORT, SEARCH
+from research.live.snapshot import build_snapshot
 from research.models import (
     Document,
     DocumentKind,
@@ -21,7 +22,6 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.snapshot import build_snapshot
 from tests.support.e2e import start_research, wait_finished
 from tests.support.factories import running_research
 from tests.support.snapshot_schema import validate_snapshot

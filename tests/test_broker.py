@@ -83,7 +83,7 @@ NO_ROWS = [-11, -12, -13, -14, -15]
 
 @pytest.mark.broker
 def test_a_batch_of_steps_reaches_redis_in_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
-    from research import dispatch
+    from research.control import dispatch
 
     assert settings.CELERY_BROKER_URL.startswith("redis://")
     dispatch.publish_batch(dispatch.SCRAPE.name, [-1], priority=3)  # the producer's connection, opened beforehand
@@ -100,7 +100,7 @@ def test_a_batch_that_fails_to_send_is_published_step_by_step(monkeypatch: pytes
     from kombu.exceptions import KombuError
     from kombu.transport import redis as kombu_redis
 
-    from research import dispatch
+    from research.control import dispatch
 
     # given a broker that fails every batch as it is sent (delivery uncertain)
     def failing(self) -> None:

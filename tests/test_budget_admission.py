@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from research.models import Research, ResearchStatus
-from research.usage import budget_state, state_of
+from research.record.usage import budget_state, state_of
 from tests.support.factories import running_research, spend
 from workers.clients.llm import _Requests, charged_to
 from workers.errors import ResearchStopped

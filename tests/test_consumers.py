@@ -16,9 +16,9 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
-from research import snapshot as snapshot_module
-from research.events import record_event
+from research.live import snapshot as snapshot_module
 from research.models import Research, ResearchStatus
+from research.record.events import record_event
 from researchsite.asgi import application
 from tests.support.logins import session_cookie
 

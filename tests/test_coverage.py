@@ -6,8 +6,9 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import given
 from hypothesis import strategies as st
 
-from research.coverage import count_words
-from research.delta import build_delta
+from research.live.coverage import count_words
+from research.live.delta import build_delta
+from research.live.snapshot import build_snapshot
 from research.models import (
     Document,
     DocumentKind,
@@ -20,7 +21,6 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.snapshot import build_snapshot
 from research.text.links import link_target
 from tests.support.factories import build_tree
 from tests.support.snapshot_schema import validate_snapshot
@@ -188,7 +188,7 @@ _SECTION_PARTS = st.sampled_from(
 
 @given(st.lists(st.lists(_SECTION_PARTS, max_size=12).map(" ".join), max_size=6))
 def test_sections_counted_one_by_one_count_as_the_text_they_make(sections: list[str]) -> None:
-    from research.coverage import coverage
+    from research.live.coverage import coverage
 
     # given written sections, counted as the snapshot and the deltas count them (each section's figures kept)
     rows = [{"status": SectionStatus.WRITTEN, "findings": [], "markdown": markdown} for markdown in sections]

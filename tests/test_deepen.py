@@ -19,7 +19,7 @@ from research.models import (
     SerpQuery,
     Website,
 )
-from research.planning import descendants
+from research.record.planning import descendants
 from tests.support.e2e import start_research, wait_finished
 from tests.support.factories import build_tree, running_research
 from workers.pipeline.citations import cited_urls

@@ -23,7 +23,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from devtools.deltas import DeltaMismatch, apply_delta
-from research.delta import Since, build_delta, consistent_view, read_push, state_checksum
+from research.live.delta import Since, build_delta, consistent_view, read_push, state_checksum
+from research.live.push import Pushed, RedisPushState, flush, research_group
+from research.live.snapshot import build_snapshot
 from research.models import (
     Document,
     Event,
@@ -38,8 +40,6 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.push import Pushed, RedisPushState, flush, research_group
-from research.snapshot import build_snapshot
 from researchsite.asgi import application
 from tests.support.deltas import Watcher, touched
 from tests.support.e2e import start_research, wait_finished

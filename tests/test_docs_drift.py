@@ -45,7 +45,8 @@ def resolves(dotted: str) -> bool:
 
 
 def names_a_module(dotted: str) -> bool:
-    """`research.collection.fetch_link` names a module; `research.last_event_seq` is a field of the API's JSON."""
+    """`research.collection.documents.fetch_link` names a module; `research.last_event_seq` is a field of the API's
+    JSON."""
     parts = dotted.split(".")
     return (ROOT / parts[0] / f"{parts[1]}.py").exists() or (ROOT / parts[0] / parts[1]).is_dir()
 

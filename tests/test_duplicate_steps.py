@@ -7,7 +7,7 @@ import pytest
 from django.db import OperationalError
 
 from devtools.fakes import FakeWeb
-from research.dispatch import SWEEPER
+from research.control.dispatch import SWEEPER
 from research.models import (
     Extract,
     Page,
@@ -135,7 +135,9 @@ def test_a_scrape_run_again_by_its_own_task_fetches_the_page_it_claimed(
 
     handed_on: list[list[int]] = []
     monkeypatch.setattr(scrape, "_store_page", store_once)
-    monkeypatch.setattr("research.dispatch.publish_batch", lambda name, ids, priority=None: handed_on.append(ids))
+    monkeypatch.setattr(
+        "research.control.dispatch.publish_batch", lambda name, ids, priority=None: handed_on.append(ids)
+    )
     with pytest.raises(OperationalError):
         scrape_website(website.pk, task_id="first-delivery")
     # when another delivery comes meanwhile, and then the first task runs again

@@ -15,8 +15,8 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import level_breadth
-from research.usage import totals
+from research.record.planning import level_breadth
+from research.record.usage import totals
 from tests.support.e2e import start_research, wait_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)

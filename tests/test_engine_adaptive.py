@@ -26,7 +26,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import gap_round_queries, total_queries
+from research.record.planning import gap_round_queries, total_queries
 from tests.support.e2e import WORKER_ENV, wait_finished
 from tests.support.private_services import Beat, PrivateRedis
 from workers.agents import extractive

@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 
 from research.models import Document, Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from research.planning import total_queries
-from research.usage import totals
+from research.record.planning import total_queries
+from research.record.usage import totals
 from tests.support.e2e import wait_finished
 from workers.pipeline.citations import cited_urls, report_title
 

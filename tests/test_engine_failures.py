@@ -8,8 +8,8 @@ import pytest
 
 from devtools.fakes import Canary
 from devtools.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
+from research.live.snapshot import build_snapshot
 from research.models import Document, Extract, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from research.snapshot import build_snapshot
 from research.text.links import link_target
 from research.web.rendering import render_markdown
 from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf

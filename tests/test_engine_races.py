@@ -6,9 +6,9 @@ import time
 import pytest
 
 from devtools.processes import wait_until
-from research import dispatch
+from research.control import dispatch
 from research.models import Document, Event, ReportSection, Research, ResearchStatus, SerpQuery
-from research.planning import total_queries
+from research.record.planning import total_queries
 from tests.support.e2e import start_research, wait_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)

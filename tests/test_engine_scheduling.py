@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from research import dispatch
+from research.control import dispatch
 from research.models import Document, Event, ReportSection, Research, ResearchStatus, SerpQuery, Website
-from research.planning import total_queries
+from research.record.planning import total_queries
 from tests.support.e2e import settle, start_research, wait_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)

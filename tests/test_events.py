@@ -13,10 +13,10 @@ from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from psycopg.errors import LockNotAvailable
 
-from research.delta import read_push
-from research.events import insert_events, record_event
+from research.live.delta import read_push
+from research.live.push import research_group, user_group
 from research.models import Event, Research
-from research.push import research_group, user_group
+from research.record.events import insert_events, record_event
 from tests.support.databases import database_dsn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -162,7 +162,7 @@ def test_a_push_steps_aside_from_an_exclusive_lock_and_goes_out_after_it(user, s
 
 
 def test_the_numbering_before_a_push_steps_aside_from_an_exclusive_lock(user) -> None:
-    from research.push import RedisPushState, flush
+    from research.live.push import RedisPushState, flush
 
     # given an event recorded unnumbered, and the events table locked exclusively by another session, as a TRUNCATE
     # that holds it and waits for the research table does (the numbering, holding the research row, would then

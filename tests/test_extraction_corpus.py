@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bench.extraction import current, load_corpus, normalise, score
 from devtools.processes import ROOT
-from research.collection import parse_document
+from research.collection.documents import parse_document
 from research.text import page_text
 from research.text.page_text import decode_body, extract_page, extract_text
 from research.text.quotes import normalise as normalise_quote

@@ -27,8 +27,9 @@ from django.utils import timezone
 from devtools.fakes import Canary
 from devtools.processes import ARTIFACTS, ROOT, free_port, stop_group, wait_until
 from devtools.servers import WorkerPool, celery_app_for, process_env
-from research.dispatch import waiting_steps
-from research.lifecycle import cancel_research
+from research.control.dispatch import waiting_steps
+from research.control.lifecycle import cancel_research
+from research.live.snapshot import build_snapshot
 from research.models import (
     Document,
     Event,
@@ -41,8 +42,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import total_queries
-from research.snapshot import build_snapshot
+from research.record.planning import total_queries
 from tests.support.e2e import WORKER_ENV, queued_messages, wait_finished
 from tests.support.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
 

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from devtools.fakes import FakeLLM, FakeWeb
 from devtools.fakes.behaviours import ResearchModel
-from research.dispatch import QUEUED
+from research.control.dispatch import QUEUED
 from research.models import (
     Event,
     EventType,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from research.error_output import build_error_output
+from research.live.error_output import build_error_output
 from research.models import (
     Document,
     DocumentKind,

@@ -88,11 +88,11 @@ def test_layers_every_app_module_has_a_layer() -> None:
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("research.snapshot", "from workers.tasks import run_query_task"),
+        ("research.live.snapshot", "from workers.tasks import run_query_task"),
         ("workers.pipeline.scrape", "def f():\n    from workers import tasks\n"),
         ("research.text.quotes", "import research.models"),
         ("workers.clients.fetch", "from workers.pipeline.progress import website_finished"),
-        ("research.services", "from research.web.api import start"),
+        ("research.control.services", "from research.web.api import start"),
         ("researchsite.settings", "from research.models import Research"),
     ],
 )
@@ -104,7 +104,7 @@ def test_layers_check_allows_imports_down_and_sideways() -> None:
     sources = {
         "research.web.api": "from research import services\nfrom workers.pipeline.followups import generate_followups",
         "workers.pipeline.scrape": "from research import dispatch\nfrom workers.pipeline import progress",
-        "research.collection": "from research.text.lexical import BM25",
+        "research.collection.documents": "from research.text.lexical import BM25",
     }
     assert violations(sources) == []
 

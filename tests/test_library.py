@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from research import services
+from research.control import services
 from research.models import Event, Research, ResearchStatus, SerpQuery
 from tests.support.factories import build_tree, running_research
 from workers import steps

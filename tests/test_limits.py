@@ -22,7 +22,7 @@ from django.db.models.signals import pre_migrate
 
 from devtools.fakes import FakeLLM
 from devtools.fakes.server import FakeServer, Request
-from research import lifecycle, services
+from research.control import lifecycle, services
 from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from researchsite.celery import app as celery_app
 from tests.support.factories import running_research

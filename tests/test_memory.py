@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connection
 
-from research.memory import MAX_MEMORY_GAPS, memory_key, open_gaps
+from research.live.snapshot import build_snapshot
 from research.models import (
     Document,
     Event,
@@ -26,8 +26,8 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.numbering import number as number_events
-from research.snapshot import build_snapshot
+from research.record.memory import MAX_MEMORY_GAPS, memory_key, open_gaps
+from research.record.numbering import number as number_events
 from research.web.rendering import render_markdown
 from tests.support.e2e import start_research, wait_finished
 from tests.support.reports import write_report_now

@@ -7,9 +7,9 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from research.events import record_event
 from research.models import Event, Research, ResearchStatus
-from research.numbering import number
+from research.record.events import record_event
+from research.record.numbering import number
 from tests.support.factories import running_research
 from tests.support.threads import HeldTransaction, cancel_in_background
 from workers.pipeline.tree_writes import tree_transaction

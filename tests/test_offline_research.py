@@ -26,8 +26,8 @@ from django.utils import timezone
 
 from devtools.processes import ARTIFACTS, ROOT, wait_until
 from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool, celery_app_for, process_env
-from research import dispatch
-from research.collection import signature
+from research.collection.documents import signature
+from research.control import dispatch
 from research.models import (
     AnswerStatus,
     AskedQuestion,
@@ -41,8 +41,8 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.record.usage import totals
 from research.text.quotes import PageText, normalise
-from research.usage import totals
 from tests.support.collection_files import write_mixed_folder
 from tests.support.e2e import WORKER_ENV, settle, wait_finished
 from tests.support.private_services import PrivateRedis

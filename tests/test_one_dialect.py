@@ -1,6 +1,6 @@
 """One dialect: the code runs on PostgreSQL only, and nothing asks which database it runs on.
 
-The hot paths' hand-written statements share their helpers in research/database.py (a prepared cursor, reads made
+The hot paths' hand-written statements share their helpers in research/record/database.py (a prepared cursor, reads made
 into the ORM's values and instances, locks, a consistent view); these tests hold those helpers to what the ORM
 reads, and guard against a second dialect creeping back.
 """
@@ -12,9 +12,9 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database
 from research.models import Research, ResearchStatus, SerpQuery
-from research.usage import BudgetState
+from research.record import database
+from research.record.usage import BudgetState
 
 ROOT = Path(__file__).resolve().parent.parent
 # Asking which database this is: its vendor, or its feature flags (has_select_for_update and the like); or naming

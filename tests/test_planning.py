@@ -2,7 +2,7 @@
 
 import pytest
 
-from research.planning import descendants, total_queries
+from research.record.planning import descendants, total_queries
 
 TABLE = [(1, 1, 1), (2, 2, 4), (4, 2, 12), (2, 4, 8), (3, 3, 15), (4, 3, 20), (6, 4, 96), (5, 5, 110)]
 

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from research import database
 from research.models import Research, ResearchStatus
+from research.record import database
 from tests.support.factories import running_research
 
 pytestmark = pytest.mark.django_db(transaction=True)

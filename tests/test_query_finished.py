@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from research.models import Extract, QueryStatus, Research, SerpQuery, Website, WebsiteStatus
-from research.planning import descendants, total_queries
+from research.record.planning import descendants, total_queries
 from tests.support.factories import running_research
 from workers.pipeline import progress
 from workers.pipeline.tree_writes import tree_transaction

@@ -11,7 +11,7 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.utils import timezone
 
-from research import quotas
+from research.control import quotas
 from research.models import LlmCall, RateHit, Research
 from tests.support.logins import PASSWORD
 

@@ -372,7 +372,7 @@ def test_heartbeat_renews_only_the_leases_held(running) -> None:
 
 
 def test_backlog_counts_only_steps_waiting_in_the_queue_and_sets_the_priority(running) -> None:
-    from research.dispatch import step_priority, waiting_steps
+    from research.control.dispatch import step_priority, waiting_steps
 
     # given a pending search, a website waiting to be scraped, one handed on to analysis, and one a worker holds
     query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
@@ -394,7 +394,7 @@ def test_backlog_counts_only_steps_waiting_in_the_queue_and_sets_the_priority(ru
 def test_a_search_goes_one_priority_step_ahead_of_its_research_backlog(monkeypatch) -> None:
     from celery import Task
 
-    from research import dispatch
+    from research.control import dispatch
 
     sent: list[tuple[str, object]] = []
     monkeypatch.setattr(Task, "apply_async", lambda task, args=None, kwargs=None, **o: sent.append((task.name, o)))
@@ -415,7 +415,7 @@ def test_a_research_batch_takes_no_better_priority_than_its_last_while_earlier_s
 ) -> None:
     from celery import Task
 
-    from research import dispatch
+    from research.control import dispatch
 
     sent: list[tuple[str, int, object]] = []
     monkeypatch.setattr(
@@ -443,7 +443,7 @@ def test_a_research_batch_takes_no_better_priority_than_its_last_while_earlier_s
 
 
 def test_the_backlog_alone_sets_the_priority_when_redis_fails(running, settings) -> None:
-    from research import dispatch
+    from research.control import dispatch
 
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens: the script call fails
     assert dispatch.research_priority(running.pk, 40, 7) == 6
@@ -483,7 +483,7 @@ def test_steps_handed_on_are_published_even_when_the_backlog_cannot_be_counted(r
     from celery import Task
     from django.db import OperationalError
 
-    from research import dispatch
+    from research.control import dispatch
 
     # given a connection that breaks between the commit that hands steps on and their publish
     sent: list[tuple[str, object, object]] = []

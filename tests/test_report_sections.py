@@ -8,8 +8,8 @@ import pytest
 from devtools.fakes.behaviours import FABRICATED_QUOTE, FABRICATED_URL
 from devtools.fakes.llm import message_text
 from devtools.processes import wait_until
+from research.live.snapshot import build_snapshot
 from research.models import Document, Event, ReportSection, Research, ResearchStatus
-from research.snapshot import build_snapshot
 from tests.support.e2e import start_research, wait_finished
 from tests.support.factories import running_research
 from workers.pipeline.report import section_failed

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from django.db import OperationalError, connection
 
-from research.memory import memory_key
 from research.models import Event, MemoryItem, MemoryKind, QueryStatus, Research, ResearchStatus, SerpQuery
-from research.numbering import number
+from research.record.memory import memory_key
+from research.record.numbering import number
 from tests.support.factories import running_research
 from tests.support.threads import RowHolder
 from workers.agents.query_generator import PlannedQuery

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from research.dispatch import QUEUED
+from research.control.dispatch import QUEUED
 from research.models import Research, SerpQuery, Website
 from tests.support.factories import running_research
 from workers.pipeline import heartbeat as heartbeat_module

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 from django.db import OperationalError, connection
 
-from research.dispatch import QUEUED
+from research.control.dispatch import QUEUED
 from research.models import Event, ReportSection, Research, ResearchStatus, SectionStatus
-from research.numbering import number
+from research.record.numbering import number
 from tests.support.factories import build_tree
 from tests.support.threads import cancel_in_background
 from workers.pipeline import report

@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from research.live.snapshot import build_snapshot
 from research.models import QueryStatus, Research, ResearchStatus, Website, WebsiteStatus
-from research.snapshot import build_snapshot
 from tests.support.factories import build_tree
 from tests.support.snapshot_schema import snapshot_schema
 from tests.support.snapshot_schema import validate_snapshot as validate

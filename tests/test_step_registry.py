@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from devtools.processes import wait_until
-from research import dispatch
+from research.control import dispatch
 from research.models import Research, ResearchStatus
 from researchsite.celery import app as celery_app
 from tests.support.dummy_step import DUMMY, DUMMY_TITLE

@@ -1,4 +1,4 @@
-"""The research row is written in one module, research/transitions.py, by conditional updates: a transition from
+"""The research row is written in one module, research/record/transitions.py, by conditional updates: a transition from
 the wrong state changes nothing and says so."""
 
 import ast
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from research import transitions
-from research.dispatch import QUEUED
+from research.control.dispatch import QUEUED
 from research.models import Research, ResearchStatus
+from research.record import transitions
 from tests.support.source import parse as source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
-HOME = ROOT / "research" / "transitions.py"
+HOME = ROOT / "research" / "record" / "transitions.py"
 WRITES = {"update", "bulk_update", "update_or_create", "save"}
 
 
@@ -92,7 +92,7 @@ def test_the_research_row_is_updated_only_in_the_transitions_module() -> None:
             source = path.read_text()
             lines = research_writes(source) + sql_research_writes(source)
             found += [f"{path.relative_to(ROOT)}:{line}" for line in lines]
-    assert found == [], "write the research row through research/transitions.py"
+    assert found == [], "write the research row through research/record/transitions.py"
     # and the SQL check is not blind: it finds the statements of the transitions module itself
     assert len(sql_research_writes(HOME.read_text())) >= 4
 

@@ -7,10 +7,10 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import lifecycle
-from research.events import record_event
+from research.control import lifecycle
 from research.models import Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from research.numbering import number
+from research.record.events import record_event
+from research.record.numbering import number
 from tests.support.factories import running_research
 from workers.errors import ResearchStopped
 from workers.pipeline import progress, review

@@ -9,9 +9,9 @@ from django.db import connection
 from django.db.models import Sum
 
 from devtools.fakes import FakeLLM
-from research import services
+from research.control import services
 from research.models import CallOutcome, LlmCall, Research, UsageTally
-from research.usage import Usage, budget_state, cost_of, record_call, totals, usage_of, with_usage
+from research.record.usage import Usage, budget_state, cost_of, record_call, totals, usage_of, with_usage
 from tests.support.databases import database_dsn
 from tests.support.factories import running_research, spend
 from workers.pipeline.followups import generate_followups

@@ -4,7 +4,7 @@ A step is a Celery task that takes a row id, leases that row and hands off to on
 says what runs (`run`), the row a worker reserves when it receives the message (`row`), what a failure that
 retries could not mend means for the research (`failed`), the queue it goes to (`queue`) and how the sweeper
 finds it lapsed (`lapsed`). `workers/tasks.py` makes the Celery tasks from this table, the task router and the
-sweeper read it, and the rest of the code queues a step through its address in `research/dispatch.py`. Adding a
+sweeper read it, and the rest of the code queues a step through its address in `research/control/dispatch.py`. Adding a
 step is one address there, one entry here and its function.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from research import dispatch
+from research.control import dispatch
 from research.models import AskedQuestion, ReportSection, Research, SerpQuery, StepRow, Website
 from workers.pipeline import analyze, ask, followups, lifecycle, plan, recovery, report, review, scrape, search
 

@@ -1,5 +1,5 @@
-"""The JSON API. Views check the shape of the input, then hand off to research/services.py. No view calls a model:
-the follow-up questions are written by a worker, and their request only waits for them a while."""
+"""The JSON API. Views check the shape of the input, then hand off to research/control/services.py. No view calls a
+model: the follow-up questions are written by a worker, and their request only waits for them a while."""
 
 import functools
 import logging
@@ -13,8 +13,9 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from research import ask, branches, plan_review, quotas, services
-from research.collection import public_links
+from research.collection.documents import public_links
+from research.control import ask, branches, plan_review, quotas, services
+from research.live.snapshot import build_snapshot, events_after, research_summary
 from research.models import (
     AnswerStatus,
     AskedQuestion,
@@ -26,7 +27,6 @@ from research.models import (
     ResearchStatus,
     SectionStatus,
 )
-from research.snapshot import build_snapshot, events_after, research_summary
 from research.types import ResearchId
 from research.web import exports
 from research.web.rendering import render_markdown
@@ -155,8 +155,8 @@ def start(request: HttpRequest) -> HttpResponse:
     data = json_body(request)
     breadth = int_field(data, "breadth", 1, settings.MAX_BREADTH)
     depth = int_field(data, "depth", 1, settings.MAX_DEPTH)
-    budget = data.get("budget")  # checked by the service (research/budgets.py)
-    # Checked by the service too (research/services.py research_mode, report_words): an unknown mode, adaptive
+    budget = data.get("budget")  # checked by the service (research/control/budgets.py)
+    # Checked by the service too (research/control/services.py research_mode, report_words): an unknown mode, adaptive
     # settings out of range or given in fixed mode, or an unknown report length are refused with the field's name.
     options = {key: data.get(key) for key in ("mode", "min_depth", "quality_threshold", "report_length", "review_plan")}
     if data.get("research_id") is not None:
@@ -317,7 +317,7 @@ def report_found(request: HttpRequest, research_id: str) -> HttpResponse:
     return JsonResponse({"research_id": str(research.pk), "status": ResearchStatus.RUNNING}, status=202)
 
 
-# --- Branches: cancel or retry one query and its subtree (research/branches.py) ---
+# --- Branches: cancel or retry one query and its subtree (research/control/branches.py) ---
 
 
 @api_view("POST")
@@ -360,7 +360,7 @@ def deepen(request: HttpRequest, research_id: str) -> HttpResponse:
     return JsonResponse({"query_id": branch.pk, "round": branch.round}, status=202)
 
 
-# --- Ask: a question about a completed research, answered by a worker from what it stored (research/ask.py) ---
+# --- Ask: a question about a completed research, answered by a worker from what it stored (research/control/ask.py) ---
 
 
 @api_view("POST")
@@ -384,7 +384,8 @@ def answer_html(request: HttpRequest, research_id: str, question_id: int) -> Htt
     return _html(reader_links(request, asked.answer))
 
 
-# --- Review the plan: edit the top-level queries of a research awaiting review, then approve (research/plan_review.py)
+# --- Review the plan: edit the top-level queries of a research awaiting review, then approve
+# (research/control/plan_review.py)
 
 
 @api_view("PUT")

@@ -1,12 +1,12 @@
 """Collection documents: by their stable URL for a signed-in reader (a report's citation), by a signed link for
-the workers, which have no session (research/collection.py)."""
+the workers, which have no session (research/collection/documents.py)."""
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
-from research.collection import signature_ok
+from research.collection.documents import signature_ok
 from research.models import CollectionDocument
 
 # The user's own HTML files, shown as they are but in a sandbox: no scripts, no same-origin access to the app,

@@ -1,14 +1,14 @@
 """Websocket consumers: the sidebar list and the live log of one research.
 
 A research socket gets the whole state (the snapshot) with the history on connect and on catch-up, and after that
-each push's events with the delta of the state since the push before (research/delta.py).
+each push's events with the delta of the state since the push before (research/live/delta.py).
 
 Ownership is checked before a socket joins any group; a stranger's or an anonymous socket is closed with no
 data (asgi.py refuses foreign origins before that). Channel layers deliver at most once, so a client that sees a
 seq gap sends {"type": "catch_up", "after": <last seq>} and gets the missing events from the database; a client
 that reconnects opens `/ws/research/<id>/?after=<last seq>` and gets only what it missed. The sidebar has no
 seqs to spot a gap with: its client sends {"type": "list"} now and then while something runs, and gets the
-whole list again. A logout closes the sockets its session opened (research/push.py: session_group).
+whole list again. A logout closes the sockets its session opened (research/live/push.py: session_group).
 """
 
 import json
@@ -19,9 +19,9 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from research.live.push import research_group, session_group, user_group
+from research.live.snapshot import read_history, research_summary
 from research.models import Research
-from research.push import research_group, session_group, user_group
-from research.snapshot import read_history, research_summary
 from research.web.validation import MAX_SEQ, seq_param
 
 HISTORY_LIMIT = 20_000
@@ -158,7 +158,7 @@ def encode(content: Any) -> str:
 
 
 def update_message(message: dict[str, Any]) -> dict[str, Any]:
-    """What a browser gets for a push: its events and the delta of the state (research/delta.py), and the
+    """What a browser gets for a push: its events and the delta of the state (research/live/delta.py), and the
     checksum of the state when pushes carry one."""
     update = {"type": "update", "events": message["events"], "delta": message["delta"]}
     if "checksum" in message:

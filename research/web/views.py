@@ -14,9 +14,9 @@ from django.shortcuts import redirect, render
 from django.views.csrf import csrf_failure as html_csrf_failure
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from research import quotas
+from research.control import quotas
+from research.control.services import REPORT_LENGTHS, REPORT_WORDS_RANGE
 from research.models import Research
-from research.services import REPORT_LENGTHS, REPORT_WORDS_RANGE
 
 
 def _shell(request: HttpRequest, research_id: str = "") -> HttpResponse:

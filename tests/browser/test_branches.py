@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from research.events import record_event
 from research.models import Document, DocumentKind, Event, MemoryKind, QueryStatus, Research, SerpQuery, Website
+from research.record.events import record_event
 from tests.support.factories import running_research
 from tests.support.logins import sign_in
 from tests.support.seed import seed_research

@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from research.models import LlmCall, Research, ResearchStatus
-from research.usage import totals
+from research.record.usage import totals
 from tests.support.browser import answer_one_question
 from tests.support.logins import sign_in
 

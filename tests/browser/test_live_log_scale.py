@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from research.events import record_event
 from research.models import Document, MemoryKind, Research, ResearchStatus, SerpQuery, Website
+from research.record.events import record_event
 from tests.support.factories import build_tree
 from tests.support.logins import sign_in
 from workers.pipeline.memory import NewItem, store

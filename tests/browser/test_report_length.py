@@ -6,8 +6,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from research.live.snapshot import build_snapshot
 from research.models import Extract, Research, ResearchStatus, Website, WebsiteStatus
-from research.snapshot import build_snapshot
 from tests.support.browser import answer_one_question, screenshot
 from tests.support.logins import sign_in
 

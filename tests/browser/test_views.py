@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from research.events import record_event
 from research.models import FollowUpQuestion, MemoryItem, ReportSection, Research, ResearchStatus, SerpQuery, Website
+from research.record.events import record_event
 from tests.support.browser import PHONE, screenshot
 from tests.support.deltas import Watcher
 from tests.support.factories import build_tree

@@ -13,8 +13,8 @@ from django.db import connection
 
 from devtools.deltas import apply_delta
 from devtools.processes import ROOT
-from research.delta import Since, build_delta, consistent_view
-from research.snapshot import build_snapshot
+from research.live.delta import Since, build_delta, consistent_view
+from research.live.snapshot import build_snapshot
 
 
 def delta_validator() -> jsonschema.Draft202012Validator:

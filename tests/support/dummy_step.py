@@ -10,7 +10,7 @@ The step works on a research titled DUMMY_TITLE (no real step touches a cancelle
 from django.db.models import Value
 from django.db.models.functions import Concat
 
-from research import dispatch
+from research.control import dispatch
 from research.models import Research, ResearchStatus
 from workers.pipeline.recovery import Sweep
 from workers.steps import CONTROL, Step

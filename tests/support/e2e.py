@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from research.live.snapshot import build_snapshot
 from research.models import FINISHED_STATUSES, EventType, Research, ResearchStatus
-from research.snapshot import build_snapshot
 from tests.support.snapshot_schema import validate_snapshot
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def start_research(
 
 
 # A research that fails or is cancelled records its ending event a moment after its status, in the transaction
-# that stops its unfinished rows (research/lifecycle.py stop_unfinished).
+# that stops its unfinished rows (research/control/lifecycle.py stop_unfinished).
 ENDING_EVENTS = {
     ResearchStatus.FAILED: EventType.RESEARCH_FAILED,
     ResearchStatus.CANCELLED: EventType.RESEARCH_CANCELLED,

@@ -17,7 +17,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import children_per_query, total_queries
+from research.record.planning import children_per_query, total_queries
 
 
 def spend(research: Research, prompt_tokens: int, completion_tokens: int = 0, cost_usd: str | None = None) -> None:

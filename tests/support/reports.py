@@ -15,7 +15,7 @@ def sentence(text: str, sources: list[int], quotes: list[tuple[int, str]] = ()) 
 def write_report_now(research_id: Any) -> None:
     """Plan the outline, write every section, then assemble the report, each as its task would. Nothing is
     published: a worker of the test session must not take a step up meanwhile."""
-    with mock.patch("research.dispatch.queue"), mock.patch("research.dispatch.publish_batch"):
+    with mock.patch("research.control.dispatch.queue"), mock.patch("research.control.dispatch.publish_batch"):
         write_report(str(research_id))
         unwritten = ReportSection.objects.filter(
             research_id=research_id, status__in=[SectionStatus.PENDING, SectionStatus.WRITING]

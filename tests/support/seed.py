@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 from django.db.models import F
 from django.utils import timezone
 
-from research import push, services
+from research.control import services
+from research.live import push
 from research.models import (
     Document,
     DocumentKind,
@@ -45,7 +46,7 @@ def seed_research(
     """A 2×2 research in `status`, with questions, queries, websites (one failed), extracts and events."""
     created = created_at or timezone.now() - timedelta(minutes=6)
     url = page_url or (lambda slug: f"https://example.com/{slug}")
-    # Created as the API creates one (research/services.py), then moved into the state the test needs.
+    # Created as the API creates one (research/control/services.py), then moved into the state the test needs.
     research = services.create_with_answers(
         owner,
         f"{title}: what do the measurements say, and which designs work best?",

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from research import lifecycle
+from research.control import lifecycle
 from research.models import Research
 
 

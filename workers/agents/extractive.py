@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from research.memory import memory_key
+from research.record.memory import memory_key
 from research.text.lexical import (
     BM25,
     counts,

@@ -37,10 +37,10 @@ import jsonschema
 import openai
 from django.conf import settings
 
-from research import budgets
+from research.control import budgets
 from research.models import CallOutcome
+from research.record.usage import BudgetState, record_call
 from research.types import ResearchId
-from research.usage import BudgetState, record_call
 from workers.clients import model_window, ratelimit
 from workers.clients.backoff import backoff_delay, parse_retry_after
 from workers.clients.deadline import call_within, expiry, time_left

@@ -1,10 +1,10 @@
-"""The "local" search provider: full-text search over the local document collection (research/collection.py).
+"""The "local" search provider: full-text search over the local document collection (research/collection/documents.py).
 
-Results carry each document's stable URL in the web app (research/collection.py): one source per document,
+Results carry each document's stable URL in the web app (research/collection/documents.py): one source per document,
 however many queries find it. Workers fetch it through a signed link, and analyse it like any web page.
 """
 
-from research.collection import document_url, rank_documents
+from research.collection.documents import document_url, rank_documents
 from research.models import CollectionDocument
 from research.text.lexical import BM25, counts, is_prose, sentences, terms
 from workers.clients.searxng import SearchResult, storable_result

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database, dispatch, push
-from research.dispatch import QUEUED
-from research.events import record_event
+from research.control import dispatch
+from research.control.dispatch import QUEUED
+from research.live import push
 from research.models import (
     Event,
     EventType,
@@ -21,9 +21,11 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.record import database
+from research.record.events import record_event
+from research.record.usage import BudgetState
 from research.text.quotes import PageText
 from research.types import ResearchId
-from research.usage import BudgetState
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
 from workers.pipeline import heartbeat, progress

@@ -11,11 +11,11 @@ import logging
 
 from django.utils import timezone
 
-from research.events import record_event
 from research.models import AnswerStatus, AskedQuestion, EventType, Extract, Page, PageStatus, Research
+from research.record.events import record_event
+from research.record.transactions import research_transaction
 from research.text.lexical import BM25, counts, sentences, terms
 from research.text.quotes import is_quotable
-from research.transactions import research_transaction
 from research.types import ResearchId
 from workers.agents.engines import engine_for
 from workers.agents.report_writer import SourceNote

@@ -6,10 +6,10 @@ import logging
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from research import transitions
-from research.events import record_event
 from research.models import EventType, FollowUpQuestion, Research, ResearchStatus
-from research.transactions import research_transaction
+from research.record import transitions
+from research.record.events import record_event
+from research.record.transactions import research_transaction
 from research.types import ResearchId
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to

@@ -20,9 +20,9 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, connections
 from django.utils import timezone
 
-from research import database
-from research.dispatch import QUEUED, WAITING
+from research.control.dispatch import QUEUED, WAITING
 from research.models import LeasedRow, StepRow
+from research.record import database
 
 log = logging.getLogger(__name__)
 

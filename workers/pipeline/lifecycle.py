@@ -1,18 +1,19 @@
-"""A research's start, and whether its steps may go on (cancel and critical failure: research/lifecycle.py; the
-budgets that stop it: research/budgets.py)."""
+"""A research's start, and whether its steps may go on (cancel and critical failure: research/control/lifecycle.py; the
+budgets that stop it: research/control/budgets.py)."""
 
 import logging
 from typing import Any
 
 from django.db import connection, transaction
 
-from research import budgets, database, dispatch, transitions
-from research.events import record_event
-from research.lifecycle import fail_research
+from research.control import budgets, dispatch
+from research.control.lifecycle import fail_research
 from research.models import EventType, Research, ResearchStatus, StepRow
-from research.planning import total_queries
+from research.record import database, transitions
+from research.record.events import record_event
+from research.record.planning import total_queries
+from research.record.usage import BudgetState, research_with, spent_sql, state_of
 from research.types import ResearchId
-from research.usage import BudgetState, research_with, spent_sql, state_of
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def running_research(research_id: ResearchId) -> Research | None:
     read, with what the budgets read of its calls: `usage.state_of(research)` is the state the step's first model
     request may be admitted on (`charged_to`'s `known`).
 
-    A research found past a budget is stopped here (research/budgets.py), so the budget holds between sweeps.
+    A research found past a budget is stopped here (research/control/budgets.py), so the budget holds between sweeps.
     """
     research = _with_spent(research_id)
     if research is None or not may_start(research_id, state_of(research)):

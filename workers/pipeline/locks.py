@@ -16,8 +16,8 @@ from django.db import connection
 from django.db.models import Model, Q
 from django.utils import timezone
 
-from research import database
-from research.dispatch import WAITING
+from research.control.dispatch import WAITING
+from research.record import database
 
 
 def claim_owner(task_id: str | None) -> str:

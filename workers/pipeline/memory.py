@@ -3,7 +3,7 @@ contradictions.
 
 `remember(query_id)` runs once a query's websites are all analysed or failed. The model call happens outside any
 transaction; then every new item is inserted with ON CONFLICT DO NOTHING on (research, kind, key), the key being
-the normalised text (research/memory.py). Nothing is ever read, changed and written back, so many workers
+the normalised text (research/record/memory.py). Nothing is ever read, changed and written back, so many workers
 remembering branches of one research at once can neither lose an item nor store one twice, and remembering the
 same query again adds nothing. An answered gap is closed by a conditional UPDATE. The event `memory_updated` is
 recorded only when something changed, in the same transaction as the change.
@@ -17,9 +17,6 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database
-from research.events import insert_events
-from research.memory import memory_key
 from research.models import (
     EventType,
     Extract,
@@ -31,8 +28,11 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.record import database
+from research.record.events import insert_events
+from research.record.memory import memory_key
+from research.record.usage import BudgetState
 from research.types import ResearchId
-from research.usage import BudgetState
 from workers.agents.engines import engine_for
 from workers.agents.memory_agent import KnownMemory, MemorySource, MemoryUpdate
 from workers.clients.llm import charged_to

@@ -6,10 +6,8 @@ from typing import Any
 
 from django.db import transaction
 
-from research import database, dispatch, transitions
-from research.events import insert_events
-from research.lifecycle import fail_research
-from research.memory import open_gaps
+from research.control import dispatch
+from research.control.lifecycle import fail_research
 from research.models import (
     EventType,
     FollowUpQuestion,
@@ -19,9 +17,12 @@ from research.models import (
     ResearchStatus,
     SerpQuery,
 )
-from research.planning import children_per_query
-from research.transactions import research_transaction
-from research.usage import state_of
+from research.record import database, transitions
+from research.record.events import insert_events
+from research.record.memory import open_gaps
+from research.record.planning import children_per_query
+from research.record.transactions import research_transaction
+from research.record.usage import state_of
 from workers.agents.common import distinct
 from workers.agents.engines import engine_for
 from workers.agents.query_generator import Ancestor
@@ -79,7 +80,7 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
     with transaction.atomic():
         offset = _lock_parent(parent, research.breadth or 1)
         if offset is None:
-            return  # planned already, or its branch was cancelled (research/branches.py) during the model call
+            return  # planned already, or its branch was cancelled (research/control/branches.py) during the model call
         _store(research, parent, planned, depth, offset)
 
 

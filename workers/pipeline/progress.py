@@ -3,7 +3,7 @@
 Every function here runs inside the caller's tree transaction (tree_writes.py), so the counter change, the new
 state and the follow-on tasks (queued on commit) stand or fall together; the research's own counters are
 applied at the end of that transaction, which queues the report when the last query is counted off. In a
-transaction that locked the research row first (research/transactions.py) they are applied at once.
+transaction that locked the research row first (research/record/transactions.py) they are applied at once.
 """
 
 import logging
@@ -13,13 +13,14 @@ from django.db import connection
 from django.db.models import Field
 from django.utils import timezone
 
-from research import database, dispatch, transitions
-from research.dispatch import QUEUED
-from research.events import record_event
+from research.control import dispatch
+from research.control.dispatch import QUEUED
 from research.models import EventType, Extract, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
-from research.planning import descendants
+from research.record import database, transitions
+from research.record.events import record_event
+from research.record.planning import descendants
+from research.record.transactions import open_tally
 from research.text.storable import storable
-from research.transactions import open_tally
 from research.types import ResearchId
 from workers.pipeline.tree_writes import tree_transaction
 
@@ -32,7 +33,7 @@ STOP, CONTINUE = "stop", "continue"
 
 def _decrement(model: type[SerpQuery], column: str, pk: Any, by: int = 1) -> int | None:
     """Decrement a query's counter and read the new value in one statement (no read-modify-write race); the
-    research's are written in research/transitions.py."""
+    research's are written in research/record/transitions.py."""
     table, value = model._meta.db_table, model._meta.pk.get_db_prep_value(pk, connection)
     with database.prepared_cursor() as cursor:
         cursor.execute(f"UPDATE {table} SET {column} = {column} - %s WHERE id = %s RETURNING {column}", [by, value])

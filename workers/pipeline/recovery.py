@@ -24,9 +24,9 @@ from django.conf import settings
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from research import budgets, dispatch, numbering, services, transitions
-from research.dispatch import SWEEPER, WAITING
-from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, cancel_research, stop_unfinished
+from research.control import budgets, dispatch, services
+from research.control.dispatch import SWEEPER, WAITING
+from research.control.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES, cancel_research, stop_unfinished
 from research.models import (
     AnswerStatus,
     AskedQuestion,
@@ -44,6 +44,7 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.record import numbering, transitions
 from workers.errors import ResearchStopped
 from workers.pipeline import analyze, ask, followups, lifecycle, plan, report, review, scrape, search
 
@@ -174,7 +175,7 @@ def _stop_ended(state: Sweep) -> None:
 
 
 def _unnumbered_events(state: Sweep) -> None:
-    """Events committed by a process that died before its push numbered them (research/events.py)."""
+    """Events committed by a process that died before its push numbered them (research/record/events.py)."""
     # A push numbers them within PUSH_INTERVAL of their commit; numbering twice is harmless (nothing is left).
     for research_id in numbering.unnumbered(older_than=state.now - timedelta(seconds=5)):
         numbering.number(research_id)
@@ -262,7 +263,7 @@ def lapsed_top_planning(state: Sweep) -> None:
 
 def lapsed_reports(state: Sweep) -> None:
     """Every query counted off and nothing under way, and the report is what the research is due
-    (research/dispatch.py tree_finished_step)."""
+    (research/control/dispatch.py tree_finished_step)."""
     _tree_finished(state, dispatch.REPORT, "report", report.report_failed)
 
 

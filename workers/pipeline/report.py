@@ -17,10 +17,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
-from research import budgets, database, dispatch, transitions
-from research.dispatch import QUEUED
-from research.events import insert_events, record_event
-from research.lifecycle import fail_research
+from research.control import budgets, dispatch
+from research.control.dispatch import QUEUED
+from research.control.lifecycle import fail_research
 from research.models import (
     Document,
     DocumentKind,
@@ -35,10 +34,12 @@ from research.models import (
     SectionStatus,
     SerpQuery,
 )
+from research.record import database, transitions
+from research.record.events import insert_events, record_event
+from research.record.transactions import research_transaction
+from research.record.usage import BudgetState, Usage
 from research.text.quotes import PageText
-from research.transactions import research_transaction
 from research.types import ResearchId
-from research.usage import BudgetState, Usage
 from workers.agents import report_writer
 from workers.agents.common import CHARS_PER_TOKEN
 from workers.agents.engines import EXTRACTIVE, engine_for

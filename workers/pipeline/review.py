@@ -18,9 +18,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.db.models import Max
 
-from research import database, dispatch, transitions
-from research.events import record_event
-from research.memory import open_gaps
+from research.control import dispatch
 from research.models import (
     EventType,
     Extract,
@@ -31,9 +29,12 @@ from research.models import (
     ResearchStatus,
     SerpQuery,
 )
-from research.planning import descendants, gap_round_queries
-from research.transactions import research_transaction
-from research.usage import state_of
+from research.record import database, transitions
+from research.record.events import record_event
+from research.record.memory import open_gaps
+from research.record.planning import descendants, gap_round_queries
+from research.record.transactions import research_transaction
+from research.record.usage import state_of
 from workers.agents.common import distinct
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.evaluator import BranchEvaluation, Learning

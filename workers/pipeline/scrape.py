@@ -12,10 +12,10 @@ from django.db import connection, transaction
 from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
-from research import database, dispatch, push
-from research.collection import fetch_link
-from research.dispatch import QUEUED
-from research.events import record_event
+from research.collection.documents import fetch_link
+from research.control import dispatch
+from research.control.dispatch import QUEUED
+from research.live import push
 from research.models import (
     Event,
     EventType,
@@ -26,8 +26,10 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.record import database
+from research.record.events import record_event
+from research.record.usage import BudgetState
 from research.types import ResearchId
-from research.usage import BudgetState
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.ratelimit import host_slot
 from workers.errors import TransientError
@@ -276,7 +278,7 @@ def _claim_website(website_id: int, page_id: int) -> bool:
 
 def _fetch(url: str) -> tuple[FetchedPage | None, FetchError | None]:
     # A collection document is fetched through a freshly signed link (workers have no session); the stored URL
-    # stays the page's identity (research/collection.py).
+    # stays the page's identity (research/collection/documents.py).
     fetch_url = fetch_link(url)
     try:
         # Politeness: a few fetches at a time per host, across all workers.

@@ -8,12 +8,13 @@ from typing import NamedTuple
 from django.db import connection
 from django.utils import timezone
 
-from research import database, dispatch
-from research.events import record_event
-from research.lifecycle import fail_research
+from research.control import dispatch
+from research.control.lifecycle import fail_research
 from research.models import EventType, QueryStatus, Research, SerpQuery, Website, WebsiteStatus
+from research.record import database
+from research.record.events import record_event
+from research.record.usage import BudgetState
 from research.types import ResearchId
-from research.usage import BudgetState
 from workers.clients import search as search_client
 from workers.clients.searxng import SearchResult
 from workers.pipeline import heartbeat, progress

@@ -2,17 +2,18 @@
 
 Such a transaction may change the research row: dropped quotes, the count of queries still pending. Taking that
 row first would make all of one research's writes run one at a time (docs/performance.md, Finding 1). Instead,
-what a transaction does to the research row is tallied (research/transactions.py) and applied by one statement at
+what a transaction does to the research row is tallied (research/record/transactions.py) and applied by one statement at
 its end, just before the commit. Most transactions change no counter: they only record events, which are inserted
-unnumbered (research/events.py numbers them after the commit), and read the research row's status under a shared
+unnumbered (research/record/events.py numbers them after the commit), and read the research row's status under a shared
 lock, so they do not wait for each other.
 
 Lock order, in every transaction that takes more than one row lock: page → websites → queries → research, and
 rows of one kind in primary-key order. Tree transactions follow it by construction (the research row last).
-Cancel, fail and a budget's stop (research/lifecycle.py, research/budgets.py) first change the research's status
-alone, holding its row exclusively (FOR UPDATE, which waits for the tree transactions in flight), then stop its
-unfinished websites and queries in that order; a tree transaction that reaches its end after the status changed
-finds it here and rolls back (ResearchStopped), so nothing lands in a research once it is over.
+Cancel, fail and a budget's stop (research/control/lifecycle.py, research/control/budgets.py) first change the
+research's status alone, holding its row exclusively (FOR UPDATE, which waits for the tree transactions in
+flight), then stop its unfinished websites and queries in that order; a tree transaction that reaches its end
+after the status changed finds it here and rolls back (ResearchStopped), so nothing lands in a research once it is
+over.
 """
 
 import json
@@ -22,9 +23,11 @@ from contextlib import contextmanager
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database, dispatch, push, transitions
+from research.control import dispatch
+from research.live import push
 from research.models import Event, Research, ResearchStatus
-from research.transactions import Tally, tallying
+from research.record import database, transitions
+from research.record.transactions import Tally, tallying
 from research.types import ResearchId
 from workers.errors import ResearchStopped
 
@@ -60,7 +63,7 @@ def _apply(tally: Tally) -> None:
         params = [research_id]
     with database.prepared_cursor() as cursor:
         if tally.events:
-            # One round trip: the events inserted unnumbered (research/events.py numbers them after the commit).
+            # One round trip: the events inserted unnumbered (research/record/events.py numbers them after the commit).
             cursor.execute(
                 f"WITH added AS (INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
                 "SELECT %s, NULL, event.value->>0, event.value->1, %s "

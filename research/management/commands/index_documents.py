@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from research.collection import CONTENT_TYPES, index_folder
+from research.collection.documents import CONTENT_TYPES, index_folder
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from research import services
+from research.control import services
 from research.models import FINISHED_STATUSES, Research
 
 
@@ -27,7 +27,7 @@ class Command(BaseCommand):
             help="a follow-up question and its answer (repeatable)",
         )
         parser.add_argument("--wait", action="store_true", help="wait until the research ends")
-        # A budget (research/budgets.py); the server's defaults stand in for the ones not given.
+        # A budget (research/control/budgets.py); the server's defaults stand in for the ones not given.
         parser.add_argument("--budget-seconds", type=int, default=None)
         parser.add_argument("--budget-tokens", type=int, default=None)
         parser.add_argument("--budget-usd", type=float, default=None)

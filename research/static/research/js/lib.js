@@ -1,7 +1,7 @@
 // Pure helpers of the research UI: no DOM, so the browser tests can check them directly.
 
-// The tree's arithmetic (research/planning.py): level 1 has `breadth` queries; b(k+1) = ceil(b(k) / 2); each query at level k spawns ceil(b(k) / 2)
-// children, never fewer than one. A port of research/planning.py.
+// The tree's arithmetic (research/record/planning.py): level 1 has `breadth` queries; b(k+1) = ceil(b(k) / 2); each query at level k spawns ceil(b(k) / 2)
+// children, never fewer than one. A port of research/record/planning.py.
 export function levelBreadth(breadth, level) {
   let b = breadth;
   for (let k = 1; k < level; k += 1) b = Math.max(1, Math.ceil(b / 2));

@@ -15,9 +15,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from research import budgets, dispatch, transitions
-from research.events import record_event
-from research.lifecycle import cancel_research
+from research.control import budgets, dispatch
+from research.control.lifecycle import cancel_research
 from research.models import (
     ACTIVE_STATUSES,
     Document,
@@ -29,7 +28,9 @@ from research.models import (
     ResearchMode,
     ResearchStatus,
 )
-from research.transactions import research_transaction
+from research.record import transitions
+from research.record.events import record_event
+from research.record.transactions import research_transaction
 
 
 class ServiceError(Exception):
@@ -123,7 +124,8 @@ def start_research(
     `budget` is the request's {"seconds", "tokens", "usd"} (each optional; the defaults fill in the rest).
     `mode` is "fixed" (default) or "adaptive"; `min_depth` and `quality_threshold` apply to adaptive mode only.
     `report_length` is one of REPORT_LENGTHS or a number of words (default "standard"). `review_plan` (true or
-    false, default false): the research waits for its user to review its top-level queries (research/plan_review.py).
+    false, default false): the research waits for its user to review its top-level queries
+    (research/control/plan_review.py).
     """
     check_startable(research)
     if not 1 <= breadth <= settings.MAX_BREADTH:

@@ -20,10 +20,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from research import dispatch, transitions
-from research.dispatch import QUEUED
-from research.events import record_event
-from research.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES
+from research.control import dispatch
+from research.control.dispatch import QUEUED
+from research.control.lifecycle import UNFINISHED_QUERIES, UNFINISHED_WEBSITES
+from research.control.services import ServiceError, hold_active_slot, lock_owner
 from research.models import (
     FINISHED_STATUSES,
     Document,
@@ -38,8 +38,9 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import descendants
-from research.services import ServiceError, hold_active_slot, lock_owner
+from research.record import transitions
+from research.record.events import record_event
+from research.record.planning import descendants
 from research.types import ResearchId
 
 SETTLED = (QueryStatus.FAILED, QueryStatus.CANCELLED)

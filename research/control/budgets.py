@@ -5,7 +5,7 @@ its reason, its unfinished websites and queries are stopped, and the report is h
 was analysed by then. Model calls already in flight still land (and are paid for); their steps' final writes find
 their rows stopped and store nothing, so they are all a research can spend past its budget.
 
-The stop takes three short transactions, like a cancel (research/lifecycle.py): the research row first (mark it
+The stop takes three short transactions, like a cancel (research/control/lifecycle.py): the research row first (mark it
 stopped, record `budget_reached`), then the tree in its lock order (stop_unfinished), then the research row again
 (count every query off and queue the report). Each is conditional, so running it twice, or concurrently, does the
 work once; the sweeper finishes a stop whose worker died half-way.
@@ -22,13 +22,14 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from research import dispatch, transitions
-from research.events import record_event
-from research.lifecycle import stop_unfinished
+from research.control import dispatch
+from research.control.lifecycle import stop_unfinished
 from research.models import EventType, Research, ResearchStatus
-from research.transactions import research_transaction
+from research.record import transitions
+from research.record.events import record_event
+from research.record.transactions import research_transaction
+from research.record.usage import MILLION, BudgetState, Usage, budget_state, price_of, totals, unpriced_models
 from research.types import ResearchId
-from research.usage import MILLION, BudgetState, Usage, budget_state, price_of, totals, unpriced_models
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ def spent(research: Research) -> str | None:
 def check(research_id: ResearchId, known: BudgetState | None = None) -> bool:
     """Stop the research if it is running and has reached a budget; True if it is stopped (now or before).
 
-    `known`: the research's budget columns as a statement just returned them (research/usage.py record_call),
+    `known`: the research's budget columns as a statement just returned them (research/record/usage.py record_call),
     so they need not be read again."""
     if connection.in_atomic_block:
         return False  # the stop's lock order needs transactions of its own; the next step's check will do
@@ -214,7 +215,7 @@ def report_prompt_tokens(research: Research, cap: int | None = None, used: Usage
 
 
 REASON_WORDS = {SECONDS: "time budget", TOKENS: "token budget", USD: "dollar budget"}
-# Not a budget: a cancelled research whose user asked for the report of what it found (research/services.py).
+# Not a budget: a cancelled research whose user asked for the report of what it found (research/control/services.py).
 CANCELLED = "cancelled"
 
 

@@ -1,12 +1,12 @@
-"""Event seqs handed out after the commit: the numbering of a research's unnumbered events (research/events.py
+"""Event seqs handed out after the commit: the numbering of a research's unnumbered events (research/record/events.py
 says why and when), apart from the recording so that the pusher can number before it reads."""
 
 from typing import Any
 
 from django.db import connection, transaction
 
-from research import database, transitions
 from research.models import Event, Research
+from research.record import database, transitions
 from research.types import ResearchId
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.db import transaction
 
-from research import database
 from research.models import Research
+from research.record import database
 from research.types import ResearchId
 
 

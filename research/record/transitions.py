@@ -2,7 +2,7 @@
 
 A transition names the state it moves from in its WHERE clause (compare-and-set), so of two racing writers one
 wins and the other learns it lost from the returned bool, without reading the row first. Callers hold the
-research's transaction (`research.transactions.research_transaction`) where the change must commit with events
+research's transaction (`research.record.transactions.research_transaction`) where the change must commit with events
 or follow-on steps. The counters that hot paths move in hand-written statements (a tree transaction's tally, the
 event numbers, a branch counted off) are written here too, by the statements those paths run.
 `tests/test_transitions.py` fails on a `Research.objects….update(`, or an SQL `UPDATE` of the research table,
@@ -19,9 +19,9 @@ from django.db import connection
 from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
-from research import database
-from research.dispatch import QUEUED, SWEEPER, WAITING
+from research.control.dispatch import QUEUED, SWEEPER, WAITING
 from research.models import Event, ReportSection, Research, ResearchStatus, SectionStatus
+from research.record import database
 from research.types import ResearchId
 
 

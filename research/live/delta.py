@@ -25,22 +25,8 @@ from typing import Any
 
 from django.db import connection
 
-from research import database
-from research.coverage import coverage
-from research.models import (
-    AskedQuestion,
-    Document,
-    DocumentKind,
-    Extract,
-    FollowUpQuestion,
-    MemoryItem,
-    Research,
-    SectionStatus,
-    SerpQuery,
-    Website,
-    WebsiteStatus,
-)
-from research.snapshot import (
+from research.live.coverage import coverage
+from research.live.snapshot import (
     MEMORY_FIELDS,
     MEMORY_SECTIONS,
     QUERY_FIELDS,
@@ -59,8 +45,22 @@ from research.snapshot import (
     research_state,
     website_state,
 )
+from research.models import (
+    AskedQuestion,
+    Document,
+    DocumentKind,
+    Extract,
+    FollowUpQuestion,
+    MemoryItem,
+    Research,
+    SectionStatus,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
+from research.record import database
+from research.record.usage import with_usage
 from research.types import ResearchId
-from research.usage import with_usage
 
 DELTA_VERSION = 2
 
@@ -228,7 +228,7 @@ _PROBES = {
 # five; the rows come as JSON, which the client decodes in one call): the research's websites by status with the
 # distinct pages of the analysed ones, its extracts, its queries' progress fields, the current report version's
 # markdown, and that version's sections, each with whether it changed and with its text where the delta or the
-# coverage needs it (the written sections' text counts only until the report is assembled: research/coverage.py).
+# coverage needs it (the written sections' text counts only until the report is assembled: research/live/coverage.py).
 _REPORT = (
     "SELECT markdown FROM research_document "
     "WHERE research_id = %(research)s AND kind = %(report)s AND version = %(version)s"

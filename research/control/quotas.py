@@ -24,9 +24,9 @@ from django.db import transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
-from research import database
+from research.control.services import ServiceError
 from research.models import LlmCall, RateHit
-from research.services import ServiceError
+from research.record import database
 
 DAY = timedelta(hours=24)
 SPEND_WINDOW = 60  # seconds: SPEND_RATE_LIMIT is requests per minute

@@ -12,9 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from research import transitions
-from research.error_output import build_error_output
-from research.events import record_event
+from research.live.error_output import build_error_output
 from research.models import (
     ACTIVE_STATUSES,
     Document,
@@ -26,8 +24,10 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from research.record import transitions
+from research.record.events import record_event
+from research.record.transactions import research_transaction
 from research.text.storable import storable
-from research.transactions import research_transaction
 from research.types import ResearchId
 
 log = logging.getLogger(__name__)

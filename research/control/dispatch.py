@@ -19,8 +19,8 @@ from celery import Task
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from research import database
 from research.models import QueryStatus, Research, ResearchMode, SerpQuery, Website, WebsiteStatus
+from research.record import database
 from research.types import ResearchId
 from researchsite.celery import app
 

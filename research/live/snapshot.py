@@ -13,8 +13,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models.fields.json import KeyTransform
 
-from research import database
-from research.coverage import coverage
+from research.live.coverage import coverage
 from research.models import (
     AskedQuestion,
     Document,
@@ -31,9 +30,10 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
-from research.planning import descendants, gap_round_queries
+from research.record import database
+from research.record.planning import descendants, gap_round_queries
+from research.record.usage import research_cost, usage_of, with_usage
 from research.types import ResearchId
-from research.usage import research_cost, usage_of, with_usage
 
 SNAPSHOT_VERSION = 3
 

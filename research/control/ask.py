@@ -5,10 +5,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from research import budgets, dispatch
-from research.dispatch import QUEUED
+from research.control import budgets, dispatch
+from research.control.dispatch import QUEUED
+from research.control.services import ServiceError
 from research.models import AskedQuestion, Research, ResearchStatus
-from research.services import ServiceError
 
 MAX_QUESTION_CHARS = 2000
 

@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from research import database
 from research.models import LlmCall, Research, UsageTally
+from research.record import database
 from research.types import ResearchId
 
 MILLION = Decimal(1_000_000)
@@ -45,7 +45,7 @@ def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal |
 
 
 class BudgetState(NamedTuple):
-    """What the budgets (research/budgets.py) read of a research, as a row tuple: no model instance."""
+    """What the budgets (research/control/budgets.py) read of a research, as a row tuple: no model instance."""
 
     status: str
     stop_reason: str

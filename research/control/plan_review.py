@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from research import dispatch, transitions
-from research.dispatch import QUEUED
-from research.events import record_event
+from research.control import dispatch
+from research.control.dispatch import QUEUED
+from research.control.services import InvalidInput, ServiceError
 from research.models import EventType, Research, ResearchStatus, SerpQuery
-from research.planning import descendants
-from research.services import InvalidInput, ServiceError
-from research.transactions import research_transaction
+from research.record import transitions
+from research.record.events import record_event
+from research.record.planning import descendants
+from research.record.transactions import research_transaction
 
 MAX_QUERY_CHARS = 500
 MAX_OBJECTIVE_CHARS = 2000

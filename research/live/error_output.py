@@ -7,8 +7,8 @@ models wrote is written as inert text, and links to analysed pages stay whole wh
 
 from typing import Any
 
+from research.live.snapshot import build_snapshot
 from research.models import WebsiteStatus
-from research.snapshot import build_snapshot
 from research.text.links import inert_text, markdown_link
 from research.types import ResearchId
 

@@ -11,7 +11,7 @@ so a reader that has seen seq N never finds a smaller one appear later. Numberin
   once, in the same transaction, after the events committed before it (so `research_cancelled` follows everything
   that landed). The frequent steps that only read the research row (a report section, a memory update, a branch's
   planning) use `insert_events` instead, and leave theirs to the next push;
-- before each push (research/push.py), a moment after the commits it pushes;
+- before each push (research/live/push.py), a moment after the commits it pushes;
 - by the sweeper, for events a dead process left unnumbered.
 
 Readers ask for `seq > N`, which unnumbered events never match.
@@ -23,10 +23,11 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from research import database, push
+from research.live import push
 from research.models import Event, Research
-from research.numbering import number
-from research.transactions import open_tally
+from research.record import database
+from research.record.numbering import number
+from research.record.transactions import open_tally
 from research.types import ResearchId
 
 

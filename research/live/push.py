@@ -2,7 +2,7 @@
 
 Pushes are coalesced, as live updates may be: after a commit the research is marked dirty, and a flusher thread
 in this process sends, once per PUSH_INTERVAL, one message per dirty research carrying every event since the
-last push and the delta of its state since the last push (research/delta.py). A Redis lock per research and a
+last push and the delta of its state since the last push (research/live/delta.py). A Redis lock per research and a
 Redis record of the last push (its seq and its view) make processes take turns, so events go out once and in
 order whichever worker recorded them, and each delta follows the one before. The database stays the record: a lost
 push costs nothing, because a client that sees a seq gap or reconnects reads the missing events and the whole
@@ -22,9 +22,9 @@ from django.conf import settings
 from django.db import OperationalError, close_old_connections, connections, transaction
 from psycopg.errors import LockNotAvailable
 
-from research.delta import PUSH_LOCK_TIMEOUT_MS, Since, drop_rows, read_push, row_digests
+from research.live.delta import PUSH_LOCK_TIMEOUT_MS, Since, drop_rows, read_push, row_digests
 from research.models import Research
-from research.numbering import number
+from research.record.numbering import number
 from research.types import ResearchId
 
 log = logging.getLogger(__name__)
@@ -215,8 +215,8 @@ def flush(research_id: str, state: PushState) -> bool:
         return False
     try:
         try:
-            # The events this push is for were committed unnumbered (research/events.py). Like the push's read, the
-            # numbering steps aside from a table locked exclusively (a migration, a TRUNCATE): holding the research
+            # The events this push is for were committed unnumbered (research/record/events.py). Like the push's read,
+            # the numbering steps aside from a table locked exclusively (a migration, a TRUNCATE): holding the research
             # row, it would wait for the events table while the other waited for the research table, a deadlock.
             number(research_id, lock_timeout_ms=PUSH_LOCK_TIMEOUT_MS)
         except Research.DoesNotExist:
