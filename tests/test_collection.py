@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.test import Client
 from django.test.utils import override_settings
 
-from research.collection.documents import TEXT_EXTRACTION
 from research.collection import documents as collection
+from research.collection.documents import TEXT_EXTRACTION
 from research.models import CollectionDocument, Page, PageStatus, QueryStatus, SerpQuery, Website, WebsiteStatus
 from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf, write_mixed_folder
 from tests.support.factories import running_research

@@ -187,8 +187,7 @@ def _open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
     total = sum(member.file_size for member in members)
     if total > ZIP_MAX_UNCOMPRESSED:
         raise DocumentError(
-            f"refused {kind} file: it expands to {total // (1024 * 1024)} MB, over the "
-            f"{ZIP_MAX_UNCOMPRESSED // (1024 * 1024)} MB limit"
+            f"refused {kind} file: it expands to {_size(total)}, over the {_size(ZIP_MAX_UNCOMPRESSED)} limit"
         )
     for member in members:
         if member.file_size > ZIP_RATIO_FLOOR and member.file_size > ZIP_MAX_RATIO * max(member.compress_size, 1):
@@ -197,6 +196,10 @@ def _open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
                 f"{member.file_size // max(member.compress_size, 1)} to 1 (a zip bomb?), over {ZIP_MAX_RATIO} to 1"
             )
     return archive
+
+
+def _size(count: int) -> str:
+    return f"{count // (1024 * 1024):,} MB" if count >= 1024 * 1024 else f"{count:,} bytes"
 
 
 # --- Readers ---------------------------------------------------------------------------------------------
@@ -374,6 +377,8 @@ def read_odt(path: Path, data: bytes) -> Read:
     from odf.namespaces import DCNS
 
     document = opendocument.load(io.BytesIO(data))
+    if document.text is None:  # odfpy loads an archive without content.xml as an empty document
+        raise DocumentError("not a readable ODT file: it has no text body (content.xml)")
     blocks: list[str] = []
     headings: list[str] = []
     _odf_blocks(document.text, blocks, headings, 0)
