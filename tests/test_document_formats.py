@@ -466,24 +466,23 @@ def parsed_or_refused(extension: str, data: bytes) -> None:
     assert "\x00" not in parsed.text + parsed.title
 
 
-FUZZ = hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = hypothesis_settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.parametrize("extension", EXTENSIONS)
 @FUZZ
-@given(extension=st.sampled_from(EXTENSIONS), data=st.binary(max_size=3000))
+@given(data=st.binary(max_size=3000))
 def test_arbitrary_bytes_are_a_document_or_a_document_error(extension: str, data: bytes) -> None:
     parsed_or_refused(extension, data)
 
 
+@pytest.mark.parametrize("extension", sorted(VALID))
 @FUZZ
-@given(
-    extension=st.sampled_from(sorted(VALID)),
-    cut=st.floats(0, 1),
-    flip=st.none() | st.tuples(st.floats(0, 1), st.integers(0, 255)),
-)
+@given(cut=st.floats(0, 1), flip=st.none() | st.tuples(st.floats(0, 1), st.integers(0, 255)))
 def test_truncated_or_damaged_files_are_a_document_or_a_document_error(
     extension: str, cut: float, flip: tuple[float, int] | None
 ) -> None:
+    # a valid file cut short, with or without one byte changed (in a zip: a member that fails its CRC)
     data = bytearray(valid_file(extension))
     if flip is not None:
         data[int(flip[0] * (len(data) - 1))] = flip[1]
