@@ -95,13 +95,13 @@ def make_xlsx(rows: int = 0) -> bytes:
 CSV = "Item;Cost;Note\nDiesel;EUR 3,400;\nWinter tyres;EUR 800;studded set for the Oulu vans\n"
 
 
-def make_odt() -> bytes:
+def make_odt(rows: int = 0) -> bytes:
     document = OpenDocumentText()
     document.meta.addElement(dc.Title(text="Safety audit"))
     document.text.addElement(odf_text.H(outlinelevel=1, text="Safety audit March 2026"))
     document.text.addElement(odf_text.P(text="No lost-time incidents were recorded at any depot in March."))
     table = odf_table.Table(name="Incidents by site")
-    for row in [("Site", "Near misses"), ("Oulu", "0"), ("Turku", "2")]:
+    for row in [("Site", "Near misses"), ("Oulu", "0"), ("Turku", "2"), *[(f"Site {n}", str(n)) for n in range(rows)]]:
         table_row = odf_table.TableRow()
         for value in row:
             cell = odf_table.TableCell()
@@ -383,7 +383,7 @@ def test_table_rows_are_named_by_their_header() -> None:
         ("# Q1 2026 Operations Report", "Q1 2026 Operations Report"),
         ("## **Fleet review** ##", "Fleet review"),
         ("`index_documents` guide", "index_documents guide"),
-        ("snake_case_names stay", "snake_case_names stay"),
+        ("snake_case_names and __init__ stay", "snake_case_names and __init__ stay"),
         ("  C# in  practice ", "C# in practice"),
     ],
 )
@@ -426,6 +426,13 @@ def test_rows_past_the_cap_are_left_out_and_said_so(monkeypatch: pytest.MonkeyPa
     ]
     assert "Region: Region 1; Q1 revenue: 1." not in sheet
     assert "Headcount — Team: Customer support; People: 14; Site: Joensuu." in sheet  # each sheet has its cap
+    odt = parse_document(Path("/d/big.odt"), make_odt(rows=10)).text.split("\n")
+    assert odt[-4:] == [
+        "Incidents by site — Site: Oulu; Near misses: 0.",
+        "Incidents by site — Site: Turku; Near misses: 2.",
+        "Incidents by site — Site: Site 0; Near misses: 0.",
+        "(Only the first 4 rows of this table are read: the rest are left out.)",
+    ]
     rows = "".join(f"Depot {n},{n}\n" for n in range(10))
     csv = parse_document(Path("/d/big.csv"), f"Depot,Vans\n{rows}".encode()).text.split("\n")
     assert csv[:4] == ["Depot: Depot 0; Vans: 0.", "Depot: Depot 1; Vans: 1.", "Depot: Depot 2; Vans: 2."] + [

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import itertools
 import posixpath
 import re
 import zipfile
@@ -87,11 +88,12 @@ def _is_header(row: Sequence[str], width: int) -> bool:
     """Whether a table's first row names its columns: labels, not data. Most columns named, no name a number
     (years excepted: "2024", "2025" head columns of figures), no name twice, none a sentence."""
     names = [cell for cell in row if cell]
+    # Length first: the number pattern backtracks quadratically, harmless on a label, not on a 100 kB cell.
     return (
         len(names) >= max(1, (width + 1) // 2)
+        and all(len(name) <= 80 for name in names)
         and len(set(names)) == len(names)
         and not any(_NUMBER.fullmatch(name) and not _YEAR.fullmatch(name) for name in names)
-        and all(len(name) <= 80 for name in names)
     )
 
 
@@ -141,15 +143,16 @@ def _rows_left_out(kept: int, total: int | None) -> str:
 
 
 _HEADING_MARKS = re.compile(r"^\s{0,3}#{1,6}\s+|\s+#+\s*$")
-_WRAPPING_MARKS = re.compile(r"^(\*\*|__|\*|_|`)(.+)\1$")
-_INLINE_MARKS = re.compile(r"(\*\*|__|`)(.+?)\1")
+# Asterisks and backticks only: underscores belong to names (`__init__`, snake_case) as often as to emphasis.
+_WRAPPING_MARKS = re.compile(r"^(\*\*|\*|`)(.+)\1$")
+_INLINE_MARKS = re.compile(r"(\*\*|`)(.+?)\1")
 # Titles that authoring tools write into a file's properties by themselves.
 _PLACEHOLDER_TITLES = {"untitled", "document", "presentation", "powerpoint presentation", "slide 1", "title"}
 
 
 def clean_title(title: str) -> str:
     """A title without Markdown marks (a heading's #s, emphasis around it) and on one line."""
-    title = _cell(title)
+    title = _cell(title[: TITLE_CHARS * 4])
     title = _HEADING_MARKS.sub("", title).strip()
     title = _INLINE_MARKS.sub(r"\2", title)
     while match := _WRAPPING_MARKS.fullmatch(title):
@@ -157,17 +160,19 @@ def clean_title(title: str) -> str:
     return title[:TITLE_CHARS]
 
 
-def _metadata_title(value: object) -> str:
-    if isinstance(value, bytes):
+def _real_title(value: object) -> str:
+    """The candidate cleaned, or "" when it is none (empty, not text, a placeholder)."""
+    if isinstance(value, bytes):  # PDF metadata may be undecoded
         value = value.decode("utf-16" if value.startswith((b"\xfe\xff", b"\xff\xfe")) else "latin-1", "replace")
     title = clean_title(value) if isinstance(value, str) else ""
     return "" if title.lower() in _PLACEHOLDER_TITLES else title
 
 
-def first_title(*candidates: str) -> str:
-    """The first candidate that is a real title: metadata first, then the first heading, then the file name."""
+def first_title(*candidates: object) -> str:
+    """The first candidate that is a real title, given in order of preference (the metadata's, then the first
+    heading's); "" when none is (the caller then takes the file's name)."""
     for candidate in candidates:
-        if title := _metadata_title(candidate):
+        if title := _real_title(candidate):
             return title
     return ""
 
@@ -238,7 +243,7 @@ def read_docx(path: Path, data: bytes) -> Read:
             style = (item.style.name if item.style is not None else "") or ""
             if not text:
                 continue
-            # A caption names the table right below it (Word's "Insert Caption" above the table).
+            # A Caption paragraph right above a table names its rows; one below it stays a paragraph.
             caption = text if style.lower() == "caption" else ""
             if not heading and (style.lower() == "title" or style.lower().startswith("heading")):
                 heading = text
@@ -251,14 +256,13 @@ def read_docx(path: Path, data: bytes) -> Read:
 
 def _docx_rows(table: DocxTable) -> Iterator[list[str]]:
     for row in table.rows:
-        # A merged cell is returned once per grid column it spans: keep it once.
-        cells, seen = [], set()
+        # A merged cell is returned once per grid column it spans: its text is kept once (lxml gives one proxy
+        # per element while it is referenced, so the set of elements recognises the repeats).
+        cells: list[str] = []
+        seen: set[object] = set()
         for cell in row.cells:
-            if id(cell._tc) in seen:
-                cells.append("")
-                continue
-            seen.add(id(cell._tc))
-            cells.append(cell.text)
+            cells.append("" if cell._tc in seen else cell.text)
+            seen.add(cell._tc)
         yield cells
 
 
@@ -403,7 +407,9 @@ def _odf_blocks(element: Any, blocks: list[str], headings: list[str], depth: int
                     headings.append(text)
         elif qname == (TABLENS, "table"):
             name = informative_name(child.getAttrNS(TABLENS, "name") or "")
-            blocks.append("\n".join(table_lines(_odf_rows(child), name)))
+            rows = list(itertools.islice(_odf_rows(child), MAX_TABLE_ROWS + 1))
+            more = _rows_left_out(MAX_TABLE_ROWS, None) if len(rows) > MAX_TABLE_ROWS else ""
+            blocks.append("\n".join(table_lines(rows[:MAX_TABLE_ROWS], name, more_rows=more)))
         elif qname is not None:
             # Lists, list items, sections and the like: containers of paragraphs.
             _odf_blocks(child, blocks, headings, depth + 1)
@@ -443,7 +449,6 @@ def _odf_rows(table: Any) -> Iterator[list[str]]:
             elif qname in ((TABLENS, "table-header-rows"), (TABLENS, "table-rows"), (TABLENS, "table-row-group")):
                 yield from rows(child)
 
-    count = 0
     for row in rows(table):
         cells: list[str] = []
         for cell in row.childNodes:
@@ -453,9 +458,6 @@ def _odf_rows(table: Any) -> Iterator[list[str]]:
             repeat = _odf_repeat(cell, "number-columns-repeated")
             cells.extend([text] * min(repeat, MAX_REPEAT))
         for _ in range(min(_odf_repeat(row, "number-rows-repeated"), MAX_REPEAT)):
-            count += 1
-            if count > MAX_TABLE_ROWS:
-                return
             yield cells
 
 
@@ -554,7 +556,7 @@ def _pdfplumber_text(data: bytes) -> Read:
             pages.append("\n".join(text for _, text in sorted(placed, key=lambda item: item[0]) if text.strip()))
             page.close()  # pdfplumber caches each page's objects until the file closes
     first_line, text = extract_text(_join(pages), "text/plain", "")
-    return first_title(_metadata_title(metadata_title), first_line), text
+    return first_title(metadata_title, first_line), text
 
 
 # --- The table of formats --------------------------------------------------------------------------------
