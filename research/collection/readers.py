@@ -571,7 +571,8 @@ class Format:
 
 
 def _epub(path: Path, data: bytes) -> Read:
-    return read_epub(path, _open_zip(data, "EPUB"))
+    with _open_zip(data, "EPUB") as archive:
+        return read_epub(path, archive)
 
 
 _HTML = Format("HTML", "text/html")
