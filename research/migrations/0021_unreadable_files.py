@@ -26,6 +26,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='collectiondocument',
             name='content_type',
-            field=models.CharField(help_text="The file's type (research/collection/readers.py FORMATS): text/html, application/pdf, ...", max_length=100),
+            field=models.CharField(help_text="The file's type (FORMATS in research/collection/readers.py): text/html, application/pdf, ...", max_length=100),
         ),
     ]
