@@ -25,6 +25,7 @@ from research.models import (
     Research,
     ResearchQuerySet,
     SerpQuery,
+    UnreadableFile,
     Website,
 )
 from research.record.usage import usage_of
@@ -253,6 +254,23 @@ class CollectionDocumentAdmin(admin.ModelAdmin):
     readonly_fields = fields
 
     def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(UnreadableFile)
+class UnreadableFileAdmin(admin.ModelAdmin):
+    """The files `manage.py index_documents` could not index, and why: a record the command keeps (read-only);
+    a row goes once its file is indexed or has left the folder."""
+
+    list_display = ("path", "reason", "size", "checked_at")
+    search_fields = ("path", "reason")
+    fields = ("path", "reason", "size", "checked_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: UnreadableFile | None = None) -> bool:
         return False
 
 

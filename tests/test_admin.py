@@ -17,6 +17,7 @@ from research.models import (
     ModelCheck,
     Page,
     Research,
+    UnreadableFile,
     Website,
 )
 from tests.support.factories import build_tree, spend
@@ -36,6 +37,7 @@ def test_every_admin_page_loads(client, django_user_model) -> None:
     CollectionDocument.objects.create(
         path="/docs/a.md", title="A", content_type="text/markdown", text="A text.", sha256="0" * 64, indexed_at=now()
     )
+    UnreadableFile.objects.create(path="/docs/b.docx", reason="not a readable DOCX file: x", size=3, checked_at=now())
     ModelCheck.objects.create(
         base_url="http://127.0.0.1:11434/v1", model_names="m", verdict="works", report={}, output="Verdict: works"
     )

@@ -1,9 +1,11 @@
 """The local document collection: indexing files, ranking them for a query, and the signed links workers fetch.
 
 Files are read once by `manage.py index_documents` into CollectionDocument rows (the text, and the markup of HTML
-files). Search ranks them with PostgreSQL full-text search: a stored tsvector per document (title weighted above
-text) under a GIN index, ranked by `ts_rank`. A document is reachable only through a link signed with SECRET_KEY, so
-the unauthenticated view that serves it to workers gives out exactly the documents the search provider named.
+files), each format by its reader in research/collection/readers.py; a file that cannot be read, or whose type no
+reader knows, is recorded as an UnreadableFile row instead, for the admin to list. Search ranks them with
+PostgreSQL full-text search: a stored tsvector per document (title weighted above text) under a GIN index, ranked
+by `ts_rank`. A document is reachable only through a link signed with SECRET_KEY, so the unauthenticated view
+that serves it to workers gives out exactly the documents the search provider named.
 """
 
 from __future__ import annotations
@@ -24,40 +26,21 @@ from django.db.models import F, Value
 from django.db.models.functions import Substr
 from django.utils import timezone
 
-from research.models import CollectionDocument
+# Read by research/collection/readers.py; named here too, where importers have always found them.
+from research.collection.readers import CONTENT_TYPES as CONTENT_TYPES
+from research.collection.readers import DocumentError as DocumentError
+from research.collection.readers import ParsedDocument as ParsedDocument
+from research.collection.readers import parse_document as parse_document
+from research.models import CollectionDocument, UnreadableFile
 from research.text.lexical import is_content_word, words
-from research.text.page_text import PdfError, decode_body, extract_text, pdf_text
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPES = {
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".xhtml": "text/html",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".txt": "text/plain",
-    ".text": "text/plain",
-    ".rst": "text/plain",
-    ".pdf": "application/pdf",
-}
 # Only the start of a very long document is indexed for search (PostgreSQL caps a tsvector at 1 MB); workers
 # still fetch and read the whole document.
 INDEXED_CHARS = 300_000
 SEARCH_CONFIG = "english"
 _SALT = "research.collection.document"
-
-
-class DocumentError(Exception):
-    """A file that cannot be read as a document (corrupt PDF, no text)."""
-
-
-@dataclass(frozen=True)
-class ParsedDocument:
-    title: str
-    text: str
-    content_type: str
-    source: str = ""
 
 
 @dataclass
@@ -78,36 +61,6 @@ class IndexSummary:
         )
 
 
-# --- Reading files ----------------------------------------------------------------------------------------
-
-
-def parse_document(path: Path, data: bytes) -> ParsedDocument:
-    """Title and text of a file, by its extension: HTML as the scraper extracts it, Markdown and text as they
-    are, PDF through pypdf."""
-    content_type = CONTENT_TYPES.get(path.suffix.lower())
-    if content_type is None:
-        raise DocumentError(f"unsupported file type {path.suffix or '(none)'}")
-    url = path.as_uri()
-    if content_type == "application/pdf":
-        title, text = _pdf_text(data)
-        source = ""
-    else:
-        body = decode_body(data, None, is_html=content_type == "text/html")
-        title, text = extract_text(body, content_type, url)
-        source = body if content_type == "text/html" else ""
-    if not text.strip():
-        raise DocumentError("no text in it")
-    return ParsedDocument(title=(title.strip() or path.stem)[:500], text=text, content_type=content_type, source=source)
-
-
-def _pdf_text(data: bytes) -> tuple[str, str]:
-    # The owner's own files: no page or size limits (the scraper reads PDFs off the web with them).
-    try:
-        return pdf_text(data)
-    except PdfError as exc:
-        raise DocumentError(str(exc)) from exc
-
-
 # --- Indexing ---------------------------------------------------------------------------------------------
 
 
@@ -115,23 +68,29 @@ def index_folder(folder: Path, replace: bool = False, report: Callable[[str], No
     """Index every supported file under `folder` (recursively); unchanged files (same sha256) are left alone.
 
     Documents of files that vanished from the folder are removed; with `replace`, every document from outside
-    the folder too, so the collection becomes exactly this folder.
+    the folder too, so the collection becomes exactly this folder. Each file that is unsupported or cannot be read
+    is recorded as an UnreadableFile with its reason; a record goes once its file is indexed or gone.
     """
     folder = folder.resolve()
     if not folder.is_dir():
         raise NotADirectoryError(str(folder))
     summary = IndexSummary()
     seen: set[str] = set()
+    unreadable: set[str] = set()
     for path in _files(folder):
         key = str(path)
         if path.suffix.lower() not in CONTENT_TYPES:
             summary.unsupported.append(key)
+            _record_unreadable(path, unsupported_reason(path))
+            unreadable.add(key)
             continue
         seen.add(key)
         try:
             outcome = index_file(path)
         except (DocumentError, OSError) as exc:
             summary.failed.append((key, str(exc)))
+            _record_unreadable(path, str(exc))
+            unreadable.add(key)
             if report:
                 report(f"failed: {key}: {exc}")
             continue
@@ -139,10 +98,27 @@ def index_folder(folder: Path, replace: bool = False, report: Callable[[str], No
         if report and outcome != "unchanged":
             report(f"{outcome}: {key}")
     gone = CollectionDocument.objects.exclude(path__in=seen)
+    resolved = UnreadableFile.objects.exclude(path__in=unreadable)
     if not replace:
         gone = gone.filter(path__startswith=str(folder) + os.sep)
+        resolved = resolved.filter(path__startswith=str(folder) + os.sep)
     summary.removed, _ = gone.delete()
+    resolved.delete()
     return summary
+
+
+def unsupported_reason(path: Path) -> str:
+    return f"unsupported file type {path.suffix.lower() or '(none)'}"
+
+
+def _record_unreadable(path: Path, reason: str) -> None:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    UnreadableFile.objects.update_or_create(
+        path=str(path), defaults={"reason": reason[:2000], "size": size, "checked_at": timezone.now()}
+    )
 
 
 def _files(folder: Path) -> list[Path]:
@@ -155,10 +131,12 @@ def _files(folder: Path) -> list[Path]:
 
 
 # The text extraction documents are indexed with: 1, BeautifulSoup rules; 2, trafilatura; 3, trafilatura on lxml's
-# tree, comments dropped before it (the text after a comment was lost). A document indexed with
+# tree, comments dropped before it (the text after a comment was lost); 4, PDFs through pdfplumber (tables as rows
+# with their headers) and titles without Markdown marks. A document indexed with
 # another one is indexed again even when its file is unchanged, because workers scrape its source with the current
-# one and quotes are checked against both texts. Bump it whenever research/text/page_text.py changes its output.
-TEXT_EXTRACTION = 3
+# one and quotes are checked against both texts. Bump it whenever research/text/page_text.py or
+# research/collection/readers.py changes its output.
+TEXT_EXTRACTION = 4
 
 
 def index_file(path: Path) -> str:

@@ -1,18 +1,21 @@
-"""Index a folder of documents (HTML, Markdown, text, PDF) into the local collection the "local" provider searches."""
+"""Index a folder of documents (HTML, Markdown, text, PDF, Word, PowerPoint, Excel, CSV, OpenDocument text, EPUB)
+into the local collection the "local" provider searches."""
 
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from research.collection.documents import CONTENT_TYPES, index_folder
+from research.collection.documents import CONTENT_TYPES, index_folder, unsupported_reason
 
 
 class Command(BaseCommand):
     help = (
-        "Index every HTML, Markdown, text and PDF file under FOLDER (recursively) into the local document "
-        f"collection ({', '.join(sorted(CONTENT_TYPES))}). Unchanged files are skipped; documents whose files left "
-        "the folder are removed."
+        "Index every HTML, Markdown, text, PDF, Word (DOCX), PowerPoint (PPTX), Excel (XLSX), CSV, OpenDocument text "
+        "(ODT) and EPUB file under FOLDER (recursively) into the local document collection "
+        f"({', '.join(sorted(CONTENT_TYPES))}); tables become one line per row, each cell named by its column header. "
+        "Unchanged files are skipped; documents whose files left the folder are removed. Each file that is "
+        "unsupported or unreadable is printed with its reason and listed in the admin (Unreadable files)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -27,6 +30,10 @@ class Command(BaseCommand):
             raise CommandError(f"{folder} is not a folder")
         report = self.stdout.write if options["verbosity"] >= 2 else None
         summary = index_folder(folder, replace=options["replace"], report=report)
+        # A folder of documents often holds images and the like: those are not errors, but each is named, so a
+        # format the owner expected to be read is noticed.
+        for path in summary.unsupported:
+            self.stdout.write(f"skipped {path}: {unsupported_reason(Path(path))}")
         for path, reason in summary.failed:
             self.stderr.write(f"could not index {path}: {reason}")
         self.stdout.write(f"Indexed {folder.resolve()}: {summary.describe()}.")
