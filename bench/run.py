@@ -28,6 +28,11 @@ Parts (all by default, in this order, one stack for all of them):
   extraction main-text extraction on the annotated corpus of tests/corpus (bench/extraction.py): precision,
              recall, F1 and characters per page of a bare get_text, the previous cleaning rules alone and
              trafilatura, on the dev and the held-out part; needs no stack (seconds when run alone)
+  quality    a (4,2) due-diligence research over a fictional company's document share (bench/quality/), with the
+             extractive engine, graded against 13 checkpoints (correct, partial, missing, wrong: a stale figure of
+             an archived or superseded file cited); then with the loopback model, where each checkpoint's current
+             passage got to: analysed, in a report writer's prompt, cited only from outdated files (bench/quality/
+             part.py; about 2 minutes)
 
 A final Targets section lists every figure that has a target (and the reference models beside each wall/ideal
 ratio), with whether it holds. A full run takes about 20 minutes on 2 cores, and the scale part about 6 more (336 s
@@ -53,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.latency import ZERO, Latencies
+from bench.quality.grade import VERDICTS
 
 log = logging.getLogger("bench")
 
@@ -67,6 +73,7 @@ PARTS = (
     "adaptive",
     "resilience",
     "extraction",
+    "quality",
 )
 DEFAULT_PARTS = PARTS
 SHAPES = ((2, 2), (4, 2), (3, 3), (4, 3), (5, 5))
@@ -1004,6 +1011,86 @@ class Bench:
             section.rows.append(self.target("extraction", row) if target else row)
         self.sections.append(section)
 
+    def quality(self, stack: Any, owner: Any) -> None:
+        from bench.quality.part import SHAPE, measure
+
+        result = measure(stack, owner, self.args.timeout, self.say)
+        share, extractive, loopback = result.share, result.extractive, result.loopback
+        described = {c.id: c for c in result.benchmark.checkpoints}
+        for run in (extractive, loopback):
+            self.record(
+                f"quality {run.engine}",
+                {
+                    "research_id": run.research_id,
+                    "status": run.status,
+                    "wall": run.wall,
+                    "queries": run.queries,
+                    "analysed": sorted(run.analysed),
+                    "verdicts": [asdict(v) for v in run.verdicts],
+                    "markdown": run.markdown,
+                    "load": load(),
+                },
+            )
+        self.record("quality reach", [asdict(r) for r in result.reach])
+        shape = f"({SHAPE[0]},{SHAPE[1]})"
+        section = Section(
+            f"Quality: a {shape} due-diligence research over a document share ({len(share.files)} files), "
+            f"extractive engine, graded against {len(described)} checkpoints (bench/quality/)"
+        )
+        for verdict in extractive.verdicts:
+            checkpoint = described[verdict.checkpoint]
+            cited = ", ".join(dict.fromkeys(share.path_of(url) for url in verdict.urls)) or "nothing"
+            detail = f"cites {cited}; current in {checkpoint.source}"
+            if verdict.stale:
+                detail += f"; stale {', '.join(verdict.stale)}"
+            if verdict.verdict == "partial":
+                detail += f"; found {', '.join(verdict.found) or 'a stale figure in uncited text'}"
+            section.rows.append(Row(f"{verdict.checkpoint}: {checkpoint.description}", verdict.verdict, detail))
+        counts = {name: sum(1 for v in extractive.verdicts if v.verdict == name) for name in VERDICTS}
+        correct = counts["correct"] / len(extractive.verdicts)
+        section.rows.append(
+            Row(
+                "totals",
+                " / ".join(f"{counts[name]} {name}" for name in VERDICTS),
+                f"{correct:.0%} correct; {len(extractive.analysed)} of the share's files analysed, "
+                f"{len(extractive.analysed & result.benchmark.outdated)} of them outdated; research "
+                f"{extractive.status} in {extractive.wall:.0f} s",
+                load=load(),
+            )
+        )
+        self.sections.append(section)
+        section = Section(
+            f"Quality: where each checkpoint's current passage got to, the same {shape} research with the loopback "
+            "model (a figure-first analyst; a writer that copies its findings)"
+        )
+        for reach in result.reach:
+            sources = ", ".join(reach.figure_sources) or "nothing"
+            section.rows.append(
+                Row(
+                    f"{reach.checkpoint}: in a writer prompt",
+                    "yes" if reach.in_writer_prompt else "no",
+                    f"source analysed: {'yes' if reach.analysed else 'no'}; on a page shown to the analyst: "
+                    f"{'yes' if reach.shown_to_analyst else 'no'}; stale figure in a writer prompt: "
+                    f"{', '.join(reach.stale_in_writer_prompt) or 'none'}; the report: {reach.verdict}, the current "
+                    f"figure cited from {sources}"
+                    + ("; **only from archived or superseded files**" if reach.only_outdated else ""),
+                )
+            )
+        reached = sum(1 for r in result.reach if r.in_writer_prompt)
+        only_outdated = sum(1 for r in result.reach if r.only_outdated)
+        section.rows.append(
+            Row(
+                "totals",
+                f"{reached} of {len(result.reach)} in a writer prompt",
+                f"{sum(1 for r in result.reach if r.analysed)} sources analysed; "
+                f"{sum(1 for r in result.reach if r.stale_in_writer_prompt)} checkpoints with a stale figure in a "
+                f"writer prompt; {only_outdated} current figures cited only from archived or superseded files; "
+                f"research {loopback.status} in {loopback.wall:.0f} s",
+                load=load(),
+            )
+        )
+        self.sections.append(section)
+
     # --- all of it ---
 
     def run(self) -> None:
@@ -1056,6 +1143,8 @@ class Bench:
                 self.adaptive(stack, owner)
             if "resilience" in parts:
                 self.resilience(stack, owner)
+            if "quality" in parts:
+                self.quality(stack, owner)
 
     def targets_section(self) -> Section:
         """Every target's row the parts measured, in TARGET_ORDER: each shape's target ratio (wall / ideal, or wall /
