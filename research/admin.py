@@ -245,16 +245,31 @@ class EventAdmin(admin.ModelAdmin):
 
 @admin.register(CollectionDocument)
 class CollectionDocumentAdmin(admin.ModelAdmin):
-    """The local collection is written by `manage.py index_documents`; here it can be searched and pruned."""
+    """The local collection is written by `manage.py index_documents` and by users' uploads; here it can be
+    searched and pruned, and a user's document shared with all users (and made private again)."""
 
-    list_display = ("title", "path", "content_type", "size", "indexed_at")
-    list_filter = ("content_type",)
-    search_fields = ("title", "path")
-    fields = ("title", "path", "content_type", "size", "sha256", "indexed_at", "text")
+    list_display = ("title", "path", "owner", "shared", "origin", "content_type", "size", "indexed_at")
+    list_filter = ("origin", "shared", "content_type")
+    search_fields = ("title", "path", "owner__username")
+    list_select_related = ("owner",)
+    fields = ("title", "path", "origin", "owner", "shared", "content_type", "size", "sha256", "indexed_at", "text")
     readonly_fields = fields
+    actions = ("share_with_all", "make_private")
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    @admin.action(description="Share the selected documents with all users")
+    def share_with_all(self, request: HttpRequest, queryset: QuerySet[CollectionDocument]) -> None:
+        # The owner stays: "make private" gives the document back to them, and they may still delete it.
+        count = queryset.filter(owner__isnull=False, shared=False).update(shared=True)
+        self.message_user(request, f"{count} document{'s' if count != 1 else ''} shared with all users.")
+
+    @admin.action(description="Make the selected documents private to their owners again")
+    def make_private(self, request: HttpRequest, queryset: QuerySet[CollectionDocument]) -> None:
+        # Documents without an owner (index_documents without --owner) are the instance's: nobody to give them to.
+        count = queryset.filter(owner__isnull=False, shared=True).update(shared=False)
+        self.message_user(request, f"{count} document{'s' if count != 1 else ''} made private to their owners.")
 
 
 @admin.register(UnreadableFile)

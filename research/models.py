@@ -586,14 +586,45 @@ class UsageTally(models.Model):
         return f"{self.research_id} #{self.shard}"
 
 
-class CollectionDocument(models.Model):
-    """A file of the local document collection (`manage.py index_documents`), searched by the "local" provider.
+class DocumentOrigin(models.TextChoices):
+    FOLDER = "folder", "Indexed from a folder"
+    UPLOAD = "upload", "Uploaded"
 
-    Workers read a document through its signed URL (research/collection/documents.py), like any web page.
+
+class CollectionDocument(models.Model):
+    """A file of the local document collection, searched by the "local" provider: indexed from a folder
+    (`manage.py index_documents`) or uploaded by a user (research/collection/uploads.py).
+
+    Who may read it (`readable_by` in research/collection/documents.py): everyone when it has no owner (the
+    instance's documents) or is `shared`; otherwise its owner only, and staff. A research searches and cites only
+    the documents its owner may read. Workers read a document through its signed URL, like any web page.
     `search_vector` is PostgreSQL's full-text index of it (a GIN index, created by migration 0003).
     """
 
-    path = models.TextField(unique=True, help_text="Absolute path of the file it was indexed from")
+    # The document's identity: the absolute path of a folder's file (indexing it again updates that row), or
+    # `upload/<user id>/<sha256>/<name>` for an upload, which never starts with "/" and so never meets a path,
+    # and is the same when the same user uploads the same bytes under the same name again.
+    path = models.TextField(
+        unique=True,
+        help_text="Absolute path of the file it was indexed from, or upload/<user id>/<sha256>/<name> for an upload",
+    )
+    origin = models.CharField(
+        max_length=10,
+        choices=DocumentOrigin.choices,
+        default=DocumentOrigin.FOLDER,
+        help_text="Where it came from: only folder documents are removed by an indexing run",
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="collection_documents",
+        help_text="The user it belongs to; empty: the instance's, shared with all",
+    )
+    # Kept apart from the owner, so an admin can share a user's document with all and take it back: the owner
+    # stays the one who may delete it.
+    shared = models.BooleanField(default=False, help_text="A user's document an admin shared with all users")
     title = models.CharField(max_length=500)
     content_type = models.CharField(
         max_length=100,

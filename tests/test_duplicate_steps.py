@@ -99,7 +99,7 @@ def test_second_delivery_during_a_search_does_nothing(running, published, monkey
     query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
     searches: list[str] = []
 
-    def search(text: str) -> list[SimpleNamespace]:
+    def search(text: str, owner_id: int) -> list[SimpleNamespace]:
         searches.append(text)
         if len(searches) == 1:
             run_query(query.pk, task_id="another-delivery")

@@ -28,7 +28,7 @@ def test_a_search_stores_its_results_in_order_as_the_orm_would_and_queues_each(r
     # given a pending query and a search engine that finds three pages
     query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
     urls = ["https://a.example/3", "https://a.example/1", "https://a.example/2"]
-    monkeypatch.setattr("workers.pipeline.search.search_client.search", lambda text: results(*urls))
+    monkeypatch.setattr("workers.pipeline.search.search_client.search", lambda text, owner_id: results(*urls))
     # when the step runs
     with CaptureQueriesContext(connection) as captured:
         search.run_query(query.pk, task_id="t1")
@@ -56,7 +56,7 @@ def test_a_search_stores_its_results_in_order_as_the_orm_would_and_queues_each(r
 
 def test_a_search_that_finds_nothing_fails_its_query(running, published, monkeypatch) -> None:
     query = SerpQuery.objects.create(research=running, depth=2, position=0, query="q", objective="o")
-    monkeypatch.setattr("workers.pipeline.search.search_client.search", lambda text: [])
+    monkeypatch.setattr("workers.pipeline.search.search_client.search", lambda text, owner_id: [])
     search.run_query(query.pk)
     query.refresh_from_db()
     assert query.status == QueryStatus.FAILED and "found nothing" in query.error
@@ -65,7 +65,7 @@ def test_a_search_that_finds_nothing_fails_its_query(running, published, monkeyp
 
 def test_a_search_of_a_query_not_pending_or_of_a_stopped_research_does_nothing(running, monkeypatch) -> None:
     searched: list[str] = []
-    monkeypatch.setattr("workers.pipeline.search.search_client.search", lambda text: searched.append(text) or [])
+    monkeypatch.setattr("workers.pipeline.search.search_client.search", lambda text, _: searched.append(text) or [])
     done = SerpQuery.objects.create(
         research=running, depth=1, position=0, query="q", objective="o", status=QueryStatus.DONE
     )
@@ -80,7 +80,7 @@ def test_a_search_of_a_query_not_pending_or_of_a_stopped_research_does_nothing(r
 
 def test_a_searching_query_leased_to_another_task_is_not_claimed(running, monkeypatch) -> None:
     searched: list[str] = []
-    monkeypatch.setattr("workers.pipeline.search.search_client.search", lambda text: searched.append(text) or [])
+    monkeypatch.setattr("workers.pipeline.search.search_client.search", lambda text, _: searched.append(text) or [])
     query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
     assert search._claim(query.pk, "other-task", None)
     assert not search._claim(query.pk, "this-task", None)
@@ -107,7 +107,7 @@ def test_any_title_and_snippet_are_stored_as_the_engine_gave_them(running, texts
     found = [
         SimpleNamespace(url=f"https://h.example/{k}", title=text, snippet=text[::-1]) for k, text in enumerate(texts)
     ]
-    stored = search._insert_websites(search.Searching(query.pk, running.pk, "q", 0, 1), 4, found)
+    stored = search._insert_websites(search.Searching(query.pk, running.pk, "q", 0, 1, running.owner_id), 4, found)
     rows = Website.objects.filter(query=query).order_by("position").values_list("id", "position", "title", "snippet")
     assert [(pk, position) for pk, position, _, _ in rows] == [(pk, 4 + k) for k, (pk, _) in enumerate(stored)]
     assert [(title, snippet) for _, _, title, snippet in rows] == [(text, text[::-1]) for text in texts]

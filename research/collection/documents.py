@@ -1,11 +1,16 @@
 """The local document collection: indexing files, ranking them for a query, and the signed links workers fetch.
 
-Files are read once by `manage.py index_documents` into CollectionDocument rows (the text, and the markup of HTML
+Files are read once, by `manage.py index_documents` or from a user's upload (research/collection/uploads.py), into
+CollectionDocument rows (the text, and the markup of HTML
 files), each format by its reader in research/collection/readers.py; a file that cannot be read, or whose type no
 reader knows, is recorded as an UnreadableFile row instead, for the admin to list. Search ranks them with
 PostgreSQL full-text search: a stored tsvector per document (title weighted above text) under a GIN index, ranked
 by `ts_rank`. A document is reachable only through a link signed with SECRET_KEY, so the unauthenticated view
 that serves it to workers gives out exactly the documents the search provider named.
+
+Every document has a reader set (`readable_by`): the instance's documents (no owner) and those an admin shared are
+everyone's, the rest their owner's. A research searches only what its owner may read, so it never sees, fetches or
+cites another user's private document.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 from django.core import signing
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Substr
 from django.utils import timezone
 
@@ -31,7 +37,7 @@ from research.collection.readers import CONTENT_TYPES as CONTENT_TYPES
 from research.collection.readers import DocumentError as DocumentError
 from research.collection.readers import ParsedDocument as ParsedDocument
 from research.collection.readers import parse_document as parse_document
-from research.models import CollectionDocument, UnreadableFile
+from research.models import CollectionDocument, DocumentOrigin, UnreadableFile
 from research.text.lexical import is_content_word, words
 
 log = logging.getLogger(__name__)
@@ -61,15 +67,38 @@ class IndexSummary:
         )
 
 
+# --- Who may read a document -----------------------------------------------------------------------------
+
+
+def readable_by(user_id: int) -> Q:
+    """The documents a user may read, and so that user's research may search and cite: the instance's (no owner),
+    those an admin shared with all, and the user's own. Staff read every document at its URL (`readable_for`),
+    but their research searches this set too: a private document is its owner's research material."""
+    return Q(owner__isnull=True) | Q(shared=True) | Q(owner_id=user_id)
+
+
+def readable_for(user: Any) -> QuerySet[CollectionDocument]:
+    """The documents a signed-in user may open at their stable URL: staff all, anyone else `readable_by`."""
+    documents = CollectionDocument.objects.all()
+    return documents if user.is_staff else documents.filter(readable_by(user.pk))
+
+
 # --- Indexing ---------------------------------------------------------------------------------------------
 
 
-def index_folder(folder: Path, replace: bool = False, report: Callable[[str], None] | None = None) -> IndexSummary:
-    """Index every supported file under `folder` (recursively); unchanged files (same sha256) are left alone.
+def index_folder(
+    folder: Path,
+    replace: bool = False,
+    report: Callable[[str], None] | None = None,
+    owner_id: int | None = None,
+) -> IndexSummary:
+    """Index every supported file under `folder` (recursively) as `owner_id`'s documents (None: shared with all);
+    unchanged files (same sha256, same owner) are left alone.
 
-    Documents of files that vanished from the folder are removed; with `replace`, every document from outside
-    the folder too, so the collection becomes exactly this folder. Each file that is unsupported or cannot be read
-    is recorded as an UnreadableFile with its reason; a record goes once its file is indexed or gone.
+    Documents of files that vanished from the folder are removed; with `replace`, every folder document of the
+    same owner from outside the folder too, so that owner's folder documents become exactly this folder. Uploads
+    are never removed here: they have no file in any folder. Each file that is unsupported or cannot be read is
+    recorded as an UnreadableFile with its reason; a record goes once its file is indexed or gone.
     """
     folder = folder.resolve()
     if not folder.is_dir():
@@ -86,7 +115,7 @@ def index_folder(folder: Path, replace: bool = False, report: Callable[[str], No
             continue
         seen.add(key)
         try:
-            outcome = index_file(path)
+            outcome = index_file(path, owner_id=owner_id)
         except (DocumentError, OSError) as exc:
             summary.failed.append((key, str(exc)))
             _record_unreadable(path, str(exc))
@@ -97,9 +126,11 @@ def index_folder(folder: Path, replace: bool = False, report: Callable[[str], No
         setattr(summary, outcome, getattr(summary, outcome) + 1)
         if report and outcome != "unchanged":
             report(f"{outcome}: {key}")
-    gone = CollectionDocument.objects.exclude(path__in=seen)
+    gone = CollectionDocument.objects.filter(origin=DocumentOrigin.FOLDER).exclude(path__in=seen)
     resolved = UnreadableFile.objects.exclude(path__in=unreadable)
-    if not replace:
+    if replace:
+        gone = gone.filter(owner_id=owner_id) if owner_id is not None else gone.filter(owner__isnull=True)
+    else:
         gone = gone.filter(path__startswith=str(folder) + os.sep)
         resolved = resolved.filter(path__startswith=str(folder) + os.sep)
     summary.removed, _ = gone.delete()
@@ -139,40 +170,62 @@ def _files(folder: Path) -> list[Path]:
 TEXT_EXTRACTION = 4
 
 
-def index_file(path: Path) -> str:
-    """Add or update one file's document; returns "added", "updated" or "unchanged"."""
+def index_file(path: Path, owner_id: int | None = None) -> str:
+    """Add or update one file's document, as `owner_id`'s (None: shared with all); returns "added", "updated" or
+    "unchanged"."""
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    existing = CollectionDocument.objects.filter(path=str(path)).values_list("pk", "sha256", "extraction").first()
+    existing = (
+        CollectionDocument.objects.filter(path=str(path)).values_list("pk", "sha256", "extraction", "owner_id").first()
+    )
     if existing and existing[1] == digest and existing[2] == TEXT_EXTRACTION:
-        return "unchanged"
+        if existing[3] == owner_id:
+            return "unchanged"
+        # Indexed again for someone else: the latest run over the folder says whose its files are.
+        CollectionDocument.objects.filter(pk=existing[0]).update(owner_id=owner_id, shared=False)
+        return "updated"
     parsed = parse_document(path, data)
+    with transaction.atomic():
+        _, created = store_document(str(path), DocumentOrigin.FOLDER, owner_id, data, parsed, digest)
+    return "added" if created else "updated"
+
+
+def store_document(
+    key: str, origin: str, owner_id: int | None, data: bytes, parsed: ParsedDocument, digest: str = ""
+) -> tuple[CollectionDocument, bool]:
+    """Write one read document under its key (its path), with its search vector; (document, created). The caller
+    holds the transaction, so an upload's documents land together."""
     fields = {
+        "origin": origin,
+        "owner_id": owner_id,
         "title": parsed.title,
         "content_type": parsed.content_type,
         "text": parsed.text,
         "source": parsed.source,
-        "sha256": digest,
+        "sha256": digest or hashlib.sha256(data).hexdigest(),
         "extraction": TEXT_EXTRACTION,
         "size": len(data),
         "indexed_at": timezone.now(),
     }
+    if origin == DocumentOrigin.FOLDER:
+        # A folder's document changes hands only by indexing; an upload keeps the share an admin gave it.
+        fields["shared"] = False
     if len(parsed.source or parsed.text) > settings.SCRAPE_MAX_BYTES:
-        log.warning("%s is larger than SCRAPE_MAX_BYTES: workers will refuse to read it", path)
-    with transaction.atomic():
-        document, created = CollectionDocument.objects.update_or_create(path=str(path), defaults=fields)
-        CollectionDocument.objects.filter(pk=document.pk).update(
-            search_vector=SearchVector(Value(parsed.title), weight="A", config=SEARCH_CONFIG)
-            + SearchVector(Substr("text", 1, INDEXED_CHARS), weight="B", config=SEARCH_CONFIG)
-        )
-    return "added" if created else "updated"
+        log.warning("%s is larger than SCRAPE_MAX_BYTES: workers will refuse to read it", key)
+    document, created = CollectionDocument.objects.update_or_create(path=key, defaults=fields)
+    CollectionDocument.objects.filter(pk=document.pk).update(
+        search_vector=SearchVector(Value(parsed.title), weight="A", config=SEARCH_CONFIG)
+        + SearchVector(Substr("text", 1, INDEXED_CHARS), weight="B", config=SEARCH_CONFIG)
+    )
+    return document, created
 
 
 # --- Search -----------------------------------------------------------------------------------------------
 
 
-def rank_documents(query: str, limit: int) -> list[int]:
-    """Ids of the documents that best match the query, best first."""
+def rank_documents(query: str, limit: int, *, reader_id: int) -> list[int]:
+    """Ids of the documents `reader_id` may read (`readable_by`) that best match the query, best first. The
+    reader is required: a search for a research is always on its owner's behalf."""
     content = [w.lower() for w in words(query) if is_content_word(w)][:32]
     if not content:
         return []
@@ -180,7 +233,7 @@ def rank_documents(query: str, limit: int) -> list[int]:
     # them would find nothing in a small collection; the rank favours documents that match more of them.
     search = SearchQuery(" or ".join(content), search_type="websearch", config=SEARCH_CONFIG)
     ranked = (
-        CollectionDocument.objects.filter(search_vector=search)
+        CollectionDocument.objects.filter(readable_by(reader_id), search_vector=search)
         .annotate(rank=SearchRank(F("search_vector"), search, normalization=Value(1)))
         .order_by("-rank", "pk")
         .values_list("pk", flat=True)
@@ -240,6 +293,16 @@ def linked_document(url: str) -> int | None:
     if match["signature"] is not None and not signature_ok(int(match["id"]), match["signature"]):
         return None
     return int(match["id"])
+
+
+def may_fetch(url: str, reader_id: int) -> bool:
+    """Whether a research of `reader_id` may fetch the URL: any URL but a collection document `reader_id` may not
+    read (another user's, or one gone). The search only hands out readable documents; this holds too when a
+    document changed hands or was deleted between the search and the fetch."""
+    document_id = linked_document(url)
+    if document_id is None:
+        return True
+    return CollectionDocument.objects.filter(readable_by(reader_id), pk=document_id).exists()
 
 
 def fetch_link(url: str) -> str:

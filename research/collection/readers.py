@@ -6,7 +6,7 @@ document's order: headings and paragraphs a line each, and every table as one li
 named by its column header (`table_lines`), so that a row quoted on its own still says what its numbers are.
 
 Office, OpenDocument and EPUB files are zip archives and are checked before any library opens them
-(`_open_zip`): a small file that inflates to gigabytes would otherwise stall the indexing run. Any exception a
+(`open_zip`): a small file that inflates to gigabytes would otherwise stall the indexing run. Any exception a
 library raises on a malformed file becomes a DocumentError naming the format.
 """
 
@@ -180,7 +180,7 @@ def first_title(*candidates: object) -> str:
 # --- Zip archives ----------------------------------------------------------------------------------------
 
 
-def _open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
+def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
     """The archive, once its central directory shows it inflates to a sane size; else DocumentError."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
@@ -571,7 +571,7 @@ class Format:
 
 
 def _epub(path: Path, data: bytes) -> Read:
-    with _open_zip(data, "EPUB") as archive:
+    with open_zip(data, "EPUB") as archive:
         return read_epub(path, archive)
 
 
@@ -615,7 +615,7 @@ def parse_document(path: Path, data: bytes) -> ParsedDocument:
         title, text, source = read_markup(path, data, fmt.content_type)
     else:
         if fmt.zipped:
-            _open_zip(data, fmt.name).close()
+            open_zip(data, fmt.name).close()
         try:
             title, text = fmt.read(path, data)
         except DocumentError:

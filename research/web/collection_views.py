@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
-from research.collection.documents import signature_ok
+from research.collection.documents import readable_for, signature_ok
 from research.models import CollectionDocument
 
 # The user's own HTML files, shown as they are but in a sandbox: no scripts, no same-origin access to the app,
@@ -17,14 +17,18 @@ HTML_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src d
 @require_safe
 @login_required
 def collection_document_page(request: HttpRequest, document_id: int) -> HttpResponse:
-    """The document a report cites. The collection is the instance's, searched by every user's research, so any
-    signed-in user may read it; the link never expires."""
+    """The document a report cites, for a signed-in user who may read it (their own, a shared one; staff any):
+    another user's private document is a 404, exactly like one that does not exist. The link never expires."""
+    if not readable_for(request.user).filter(pk=document_id).exists():
+        raise Http404("no such document")
     return _serve(document_id)
 
 
 @require_safe
 def collection_document(request: HttpRequest, document_id: int, signature: str) -> HttpResponse:
-    """The document for a worker, by a link signed less than COLLECTION_LINK_MAX_AGE seconds ago."""
+    """The document for a worker, by a link signed less than COLLECTION_LINK_MAX_AGE seconds ago. No reader check
+    here: a link is signed only for a document the research's owner may read (the search's results, checked
+    again before the fetch: research/collection/documents.py `may_fetch`)."""
     if not signature_ok(document_id, signature, max_age=settings.COLLECTION_LINK_MAX_AGE):
         raise Http404("no such document")
     return _serve(document_id)

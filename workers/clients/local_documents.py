@@ -1,5 +1,6 @@
 """The "local" search provider: full-text search over the local document collection (research/collection/documents.py).
 
+Only the documents the research's owner may read are searched (research/collection/documents.py `readable_by`).
 Results carry each document's stable URL in the web app (research/collection/documents.py): one source per document,
 however many queries find it. Workers fetch it through a signed link, and analyse it like any web page.
 """
@@ -14,9 +15,10 @@ SNIPPET_CHARS = 300
 SNIPPET_SCAN_CHARS = 100_000
 
 
-def search(query: str, limit: int) -> list[SearchResult]:
-    """Up to `limit` collection documents for the query, best first, each with a title and a snippet."""
-    ids = rank_documents(query, limit)
+def search(query: str, limit: int, owner_id: int) -> list[SearchResult]:
+    """Up to `limit` collection documents for the query that the research's owner `owner_id` may read (their own
+    and the shared ones, never another user's), best first, each with a title and a snippet."""
+    ids = rank_documents(query, limit, reader_id=owner_id)
     documents = CollectionDocument.objects.in_bulk(ids)
     results = [
         storable_result(document_url(pk), documents[pk].title, snippet(documents[pk].text, query))

@@ -5,8 +5,9 @@ from django.conf import settings
 from workers.clients.searxng import SearchResult
 
 
-def search(query: str) -> list[SearchResult]:
-    """Up to SEARCH_RESULTS_PER_QUERY distinct results, shared fairly between the providers."""
+def search(query: str, owner_id: int) -> list[SearchResult]:
+    """Up to SEARCH_RESULTS_PER_QUERY distinct results, shared fairly between the providers. `owner_id`, the
+    research's owner, is whose documents the local collection may give: their own and the shared ones."""
     providers = settings.SEARCH_PROVIDERS
     limit = settings.SEARCH_RESULTS_PER_QUERY
     per_provider: list[list[SearchResult]] = []
@@ -18,7 +19,7 @@ def search(query: str) -> list[SearchResult]:
         elif provider == "local":
             from workers.clients import local_documents
 
-            per_provider.append(local_documents.search(query, limit))
+            per_provider.append(local_documents.search(query, limit, owner_id))
     # Interleave, so "web + my documents" gives both a share of the seven places.
     merged: list[SearchResult] = []
     seen: set[str] = set()

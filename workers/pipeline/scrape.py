@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
-from research.collection.documents import fetch_link
+from research.collection.documents import fetch_link, may_fetch
 from research.control import dispatch
 from research.control.dispatch import QUEUED
 from research.live import push
@@ -75,13 +75,13 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
     row = step_row(
         Website,
         website_id,
-        "SELECT w.research_id, w.query_id, w.url, w.status, w.title, q.objective, q.query, r.engine, "
+        "SELECT w.research_id, w.query_id, w.url, w.status, w.title, q.objective, q.query, r.engine, r.owner_id, "
         f"{state_sql('r')} FROM {Website._meta.db_table} w JOIN {SerpQuery._meta.db_table} q ON q.id = w.query_id "
         f"JOIN {Research._meta.db_table} r ON r.id = w.research_id WHERE w.id = %s",
     )
     if row is None:
         return False
-    research_id, query_id, url, status, title, objective, query, engine, *columns = row
+    research_id, query_id, url, status, title, objective, query, engine, owner_id, *columns = row
     state = BudgetState(*columns)
     if status == WebsiteStatus.ANALYZING:
         return analyze_here
@@ -96,7 +96,12 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
     # The page's lease, renewed while this fetch runs, stands for every website waiting on it.
     with holding(Page, page.pk), holding(Website, website.pk):
         try:
-            fetched, error = _fetch(website.url)
+            if may_fetch(website.url, owner_id):
+                fetched, error = _fetch(website.url)
+            else:
+                # A collection document its owner may not read (another user's, made private or deleted since the
+                # search): never fetched, so never analysed or cited; to the research it is a page that is gone.
+                fetched, error = None, FetchError("http_error", "document not found", 404)
         except TransientError:
             # No slot for the host in time: the page is given up, so the retry (or a website waiting on it) takes it.
             Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING).update(claimed_at=None)

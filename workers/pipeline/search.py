@@ -34,6 +34,7 @@ class Searching(NamedTuple):
     query: str
     retries: int
     depth: int
+    owner_id: int  # the research's owner: whose collection documents it may find
 
 
 def run_query(query_id: int, task_id: str | None = None) -> None:
@@ -42,13 +43,13 @@ def run_query(query_id: int, task_id: str | None = None) -> None:
     row = step_row(
         SerpQuery,
         query_id,
-        "SELECT q.research_id, q.status, q.query, q.retries, q.depth, q.started_at, "
+        "SELECT q.research_id, q.status, q.query, q.retries, q.depth, q.started_at, r.owner_id, "
         f"{state_sql('r')} FROM {SerpQuery._meta.db_table} q "
         f"JOIN {Research._meta.db_table} r ON r.id = q.research_id WHERE q.id = %s",
     )
     if row is None:
         return
-    research_id, status, text, retries, depth, started_at, *columns = row
+    research_id, status, text, retries, depth, started_at, owner_id, *columns = row
     if status not in (QueryStatus.PENDING, QueryStatus.SEARCHING) or not may_start(research_id, BudgetState(*columns)):
         return
     if not _claim(query_id, claim_owner(task_id), started_at):
@@ -56,7 +57,8 @@ def run_query(query_id: int, task_id: str | None = None) -> None:
     heartbeat.took_up()  # the claim replaced the task's reservation
 
     with holding(SerpQuery, query_id):
-        _store_results(Searching(query_id, research_id, text, retries, depth), search_client.search(text))
+        searching = Searching(query_id, research_id, text, retries, depth, owner_id)
+        _store_results(searching, search_client.search(text, owner_id))
 
 
 def _claim(query_id: int, owner: str, started_at: datetime | None) -> bool:
