@@ -62,6 +62,8 @@ MIDDLEWARE = [
     "research.web.middleware.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Uploads over UPLOAD_MAX_BYTES refused (413) before the CSRF check parses them (research/web/middleware.py).
+    "research.web.middleware.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -217,6 +219,12 @@ if RESEARCH_ENGINE == "auto":
 APP_BASE_URL = env_url("APP_BASE_URL", "http://127.0.0.1:8000")
 # Seconds a collection link is accepted after it was signed; workers renew a stored link when they fetch it.
 COLLECTION_LINK_MAX_AGE = env_int("COLLECTION_LINK_MAX_AGE", 3600, minimum=60)
+# Document uploads (research/collection/uploads.py): bytes of one upload request (its files, a zip included),
+# refused with 413 before it is parsed; documents one upload may add (each file, each file of a zip).
+UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024, minimum=10_000)
+UPLOAD_MAX_FILES = env_int("UPLOAD_MAX_FILES", 200, minimum=1, maximum=10_000)
+# Django's own count of the files in one request, to the same limit: above it, parsing stops (a 413 here).
+DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES
 LLM_MODEL = env_str("LLM_MODEL") or "gpt-4o-mini"
 LLM_AGENTS = ("prompt_analyzer", "query_generator", "website_analyzer", "report_writer", "evaluator", "memory")
 LLM_AGENT_MODELS = {agent: env_str(f"LLM_MODEL_{agent.upper()}") or LLM_MODEL for agent in LLM_AGENTS}

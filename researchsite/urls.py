@@ -1,10 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic.base import RedirectView
 
-from research.web import api, collection_views, views
+from research.web import api, collection_views, documents, views
 
 api_patterns = [
     path("research", api.research_list, name="research-list"),
@@ -32,6 +32,9 @@ api_patterns = [
     path("research/<str:research_id>/conversation/<int:question_id>.html", api.answer_html, name="answer-html"),
     path("research/<str:research_id>/plan", api.plan, name="plan"),
     path("research/<str:research_id>/plan/approve", api.plan_approve, name="plan-approve"),
+    # With or without the trailing slash: the other endpoints have none, the documents' are documented with one.
+    re_path(r"^documents/?$", documents.documents, name="documents-api"),
+    re_path(r"^documents/(?P<document_id>[0-9]+)/?$", documents.document_detail, name="document-api"),
 ]
 
 urlpatterns = [
@@ -51,6 +54,8 @@ urlpatterns = [
         collection_views.collection_document,
         name="collection-document",
     ),
+    path("documents/", documents.documents_page, name="documents"),
+    path("documents/<int:document_id>/delete/", documents.document_delete, name="document-delete"),
     path("accounts/signup/", views.signup, name="signup"),
     # Django's account views without password reset: no mail is set up, and its form would tell known addresses
     # (a 500 when mailing fails) from unknown ones (a redirect). Forgotten passwords are reset in the admin.

@@ -1,9 +1,14 @@
-"""HTTP middleware: a Content-Security-Policy on every response, and static files served by the app itself."""
+"""HTTP middleware: a Content-Security-Policy on every response, static files served by the app itself, and the
+size limits of document uploads."""
 
 from collections.abc import Callable
 from pathlib import Path
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, UnreadablePostError
+from django.http.multipartparser import MultiPartParserError
+from django.utils.html import escape
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 # No inline script, style or event handler anywhere; everything the pages load comes from this origin. 'self' in
@@ -63,3 +68,49 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
         for key, value in answer.headers:
             response[key] = value
         return response
+
+
+# The paths that take document uploads (research/web/documents.py).
+UPLOAD_PATHS = frozenset({"/api/documents/", "/api/documents", "/documents/"})
+
+
+class UploadLimitMiddleware:
+    """Refuses an upload over UPLOAD_MAX_BYTES (413) by its Content-Length, before anything parses it, and turns
+    what Django's parser refuses (too many files, a malformed body) into a clear 4xx instead of its bare 400 page.
+
+    It runs before the CSRF check, which reads the form: parsing here first is the same parse, done once. A body
+    sent without a Content-Length is measured by the upload view from what arrived."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        if request.method == "POST" and request.path in UPLOAD_PATHS:
+            try:
+                length = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                return _refused(request, 400, "bad Content-Length")
+            if length > settings.UPLOAD_MAX_BYTES:
+                return _refused(
+                    request, 413, f"upload too large: at most {settings.UPLOAD_MAX_BYTES:,} bytes per upload"
+                )
+            try:
+                request.FILES  # noqa: B018  (parses the body)
+            except TooManyFilesSent:
+                return _refused(request, 413, f"too many files: at most {settings.UPLOAD_MAX_FILES} per upload")
+            except (TooManyFieldsSent, RequestDataTooBig, MultiPartParserError, UnreadablePostError) as exc:
+                return _refused(request, 400, f"the upload could not be read: {exc}"[:300])
+        return self.get_response(request)
+
+
+def _refused(request: HttpRequest, status: int, message: str) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": {"field": "files", "message": message}}, status=status)
+    # The page's form without scripts: a short page with the reason and the way back.
+    response = HttpResponse(
+        f'<!doctype html><title>Upload refused</title><p>{escape(message)}</p><p><a href="/documents/">Back to '
+        "your documents</a></p>",
+        status=status,
+        content_type="text/html; charset=utf-8",
+    )
+    return response
