@@ -132,6 +132,7 @@ def documents_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         try:
             status, result = _upload(request)
+            status = 200 if status == 201 else status  # the page itself, showing what was indexed
             error = "" if result.indexed else "No file of the upload could be indexed."
         except UploadRefused as exc:
             status, error = exc.status, exc.message
