@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from devtools.processes import ARTIFACTS, ROOT, wait_until
 from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool, celery_app_for, process_env
-from research.collection.documents import signature
+from research.collection.documents import rank_documents, signature
 from research.control import dispatch
 from research.models import (
     AnswerStatus,
@@ -45,6 +45,7 @@ from research.record.usage import totals
 from research.text.quotes import PageText, normalise
 from tests.support.collection_files import write_mixed_folder
 from tests.support.e2e import WORKER_ENV, settle, wait_finished
+from tests.support.logins import login
 from tests.support.private_services import PrivateRedis
 from workers.clients.fetch import fetch_page
 from workers.pipeline.ask import UNANSWERED
@@ -171,6 +172,60 @@ def test_offline_research_over_a_folder_of_mixed_files(offline, user, tmp_path: 
     cited_types = set(CollectionDocument.objects.filter(pk__in=cited_ids).values_list("content_type", flat=True))
     assert {"text/html", "text/markdown", "application/pdf"} <= cited_types
     assert "seasonal performance factor" in markdown
+
+
+ALICE_NOTES = """# Alice's heat pump field notes
+
+Alice's cold-climate heat pumps kept a coefficient of performance of 2.1 at minus 20 degrees Celsius in her trial.
+Her air-source heat pumps ran a defrost cycle every ninety minutes in humid cold weather.
+"""
+MALLORY_NOTES = """# Mallory's confidential heat pump trial
+
+Mallory's confidential trial measured a seasonal performance factor of 4.7 for cold-climate heat pumps.
+The heat pumps in Mallory's trial kept heating at minus 30 degrees Celsius in cold climates.
+"""
+
+
+def test_a_research_cites_only_its_owners_and_shared_documents(offline, user, other_user, tmp_path: Path) -> None:
+    # given a shared folder on heat pumps, and a private document of each user's on the same topic, uploaded
+    # through daphne's API as each user
+    write_mixed_folder(tmp_path)
+    call_command("index_documents", str(tmp_path), stdout=io.StringIO())
+    for username, name, text in (("alice", "alice.md", ALICE_NOTES), ("mallory", "mallory.md", MALLORY_NOTES)):
+        session = login(offline.daphne.url, username)
+        response = session.post(
+            f"{offline.daphne.url}/api/documents/",
+            files={"files": (name, text.encode())},
+            headers={"X-CSRFToken": session.cookies["csrftoken"]},
+            timeout=30,
+        )
+        assert response.status_code == 201, response.text
+    alices = CollectionDocument.objects.get(owner=user)
+    mallorys = CollectionDocument.objects.get(owner=other_user)
+    prompt = "How do heat pumps perform in cold climates?"
+    # mallory's document does match the request: her own research would find it
+    assert mallorys.pk in rank_documents(prompt, 20, reader_id=other_user.pk)
+    # when alice's research runs over the collection on the worker processes
+    research = offline.run(user, prompt, breadth=2, depth=1)
+    # then it rests on the collection, found and analysed alice's own document and shared ones, and never
+    # searched, fetched or cited mallory's
+    markdown = assert_report_rests_on_the_collection(research, offline.daphne.url)
+    analysed = {
+        int(_DOCUMENT_ID.search(url).group(1))
+        for url in Website.objects.filter(research=research).values_list("url", flat=True)
+    }
+    cited = {int(_DOCUMENT_ID.search(url).group(1)) for url in cited_urls(markdown)}
+    shared = set(CollectionDocument.objects.filter(owner__isnull=True).values_list("pk", flat=True))
+    assert alices.pk in analysed
+    assert mallorys.pk not in analysed and analysed <= shared | {alices.pk}
+    assert cited <= shared | {alices.pk} and cited & shared
+    assert "Mallory" not in markdown and "4.7" not in markdown
+    assert not Page.objects.filter(research=research, url__endswith=f"/collection/{mallorys.pk}/").exists()
+    # and the document's page answers mallory's citation link for her only
+    assert login(offline.daphne.url, "alice").get(f"{offline.daphne.url}/collection/{mallorys.pk}/").status_code == 404
+    assert (
+        login(offline.daphne.url, "mallory").get(f"{offline.daphne.url}/collection/{mallorys.pk}/").status_code == 200
+    )
 
 
 def demo_collection(folder: Path):
