@@ -8,6 +8,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import docx
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
@@ -18,11 +19,28 @@ from research.collection import uploads
 from research.collection.documents import document_url, may_fetch, rank_documents
 from research.models import CollectionDocument, DocumentOrigin
 from tests.support.collection_files import write_mixed_folder
-from tests.test_document_formats import make_docx, zip_bomb
 
 pytestmark = pytest.mark.django_db
 
 MARKDOWN = b"# Heat pump defrost\n\nA defrost cycle melts the ice on the outdoor coil of an air-source heat pump.\n"
+
+
+def make_docx() -> bytes:
+    document = docx.Document()
+    document.add_heading("Q1 2026 Operations Report", 1)
+    document.add_paragraph("The Tampere warehouse shipped 18,400 parcels in the first quarter.")
+    table = document.add_table(rows=2, cols=2)
+    for r, row in enumerate([("Depot", "Charging points"), ("Rovaniemi", "36")]):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def zip_bomb() -> bytes:
+    """A zip whose one member inflates 1,000 to 1."""
+    return make_zip({"zeros.txt": b"\0" * (4 * 1024 * 1024)})
 
 
 def file(name: str, data: bytes) -> SimpleUploadedFile:
