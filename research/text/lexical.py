@@ -134,7 +134,15 @@ def sentences(text: str) -> list[str]:
     when the line before does not end a sentence and either ends in a function word or comma or the next line
     starts in lower case: wrapped prose joins, while headings, list items, signatures and table rows stay apart.
     """
+    return [sentence for sentence, _ in headed_sentences(text)]
+
+
+def headed_sentences(text: str) -> list[tuple[str, str]]:
+    """The text's sentences (as `sentences` gives them), each with the heading it stands under: the last line
+    before it that reads as a heading (a short line of its own, with no end mark), or "". What a sentence is
+    about is often said only by its heading ("Open disputes" above a claim that never says "dispute")."""
     result = []
+    heading = ""
     for block in re.split(r"\n\s*\n", text):
         runs: list[list[str]] = []
         for line in block.split("\n"):
@@ -146,11 +154,27 @@ def sentences(text: str) -> list[str]:
             else:
                 runs.append([line])
         for run in runs:
-            for sentence in _split_sentences(" ".join(run)):
-                sentence = _LIST_MARK.sub("", sentence).strip()
-                if sentence:
-                    result.append(sentence)
+            pieces = [_LIST_MARK.sub("", piece).strip() for piece in _split_sentences(" ".join(run))]
+            pieces = [piece for piece in pieces if piece]
+            if len(pieces) == 1 and _is_heading(run[0], pieces[0]):
+                result.append((pieces[0], heading))
+                heading = pieces[0]
+                continue
+            result.extend((piece, heading) for piece in pieces)
     return result
+
+
+def _is_heading(line: str, text: str) -> bool:
+    """A line that titles what follows: a Markdown heading, or a short line with no end mark and no cells."""
+    if line.startswith("#"):
+        return True
+    tokens = text.split()
+    return (
+        0 < len(tokens) <= 10
+        and text[-1] not in ".!?:;,"
+        and "; " not in text
+        and (text[0].isupper() or text[0].isdigit())
+    )
 
 
 def _continues(previous: str, line: str) -> bool:

@@ -12,6 +12,7 @@ An answer to a question about a finished research is the stored sentences that b
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,16 +20,16 @@ from research.record.memory import memory_key
 from research.text.lexical import (
     BM25,
     counts,
+    headed_sentences,
     is_content_word,
-    is_prose,
     key_phrases,
-    sentences,
     stem,
     terms,
     weighted_terms,
     words,
 )
 from research.text.quotes import is_quotable
+from research.text.salience import asks_about_rules, is_whole, traits, weight
 from workers.agents.common import distinct
 from workers.agents.types import (
     Ancestor,
@@ -46,11 +47,15 @@ from workers.agents.types import (
 )
 
 MAX_FINDINGS = 6
+# An objective naming several aspects gets two findings a page for each, up to this many.
+MAX_GROUPED_FINDINGS = 10
 # Long pages: the sentences past this point are not read (the collection's pages are mostly far shorter).
 MAX_PAGE_CHARS = 400_000
 MAX_SECTION_SENTENCES = 30
 MAX_SUMMARY_SENTENCES = 5
 LEFTOVER_HEADING = "Further findings"
+# Between the aspects an objective names, when one query searches for several of the request's questions.
+ASPECT_SEPARATOR = "; "
 
 _QUESTION_TEMPLATES = [
     "Which aspects of {a} matter most to you?",
@@ -109,9 +114,9 @@ def plan_queries(
     brought up that the branch has not searched for yet. What `focus` names (adaptive mode: open gaps and
     suggested directions) comes first."""
     if ancestors:
-        candidates = _follow_up_candidates(prompt, ancestors)
+        candidates = _follow_up_candidates(prompt, ancestors, count)
     else:
-        candidates = _top_level_candidates(prompt, answers)
+        candidates = _top_level_candidates(prompt, answers, count)
     if focus:
         head = _head_phrase(ancestors[-1]) if ancestors else _subject(prompt)
         candidates = [PlannedQuery(item[:400], _objective(item, head)) for item in focus] + candidates
@@ -143,11 +148,22 @@ def _query_key(query: str) -> str:
 
 
 def _subject(prompt: str) -> str:
-    """The request's subject: its first key phrase in reading order."""
+    """The request's subject: the first name it gives (a key phrase of capitalised words, not where a sentence
+    starts: "Borealis Thermal Oy"), else its first key phrase in reading order. A name is what every query needs
+    to stay on topic; a sentence's first words ("Due diligence on ...") are only how the request opens."""
     phrases = key_phrases(prompt)
     if not phrases:
         return " ".join(prompt.split()[:8]) or _GENERIC_TOPIC
-    return min(phrases, key=lambda p: _position(prompt, p))
+    ordered = sorted(phrases, key=lambda p: _position(prompt, p))
+    # Only in the request's opening clause: a name further on is one of the things asked about.
+    opening = len(re.split(r"[:?!\n]|\.\s", prompt, maxsplit=1)[0])
+    for phrase in ordered:
+        position = _position(prompt, phrase)
+        before = prompt[:position].rstrip()
+        named = len(phrase.split()) >= 2 and all(word[:1].isupper() for word in phrase.split())
+        if named and position < opening and before and before[-1] not in ".!?:;":
+            return phrase
+    return ordered[0]
 
 
 def _position(text: str, phrase: str) -> int:
@@ -176,7 +192,138 @@ def _facets(text: str, phrases: list[str]) -> list[str]:
     return sorted(listed, key=lambda phrase: _position(text, phrase)) if len(listed) >= 2 else []
 
 
-def _top_level_candidates(prompt: str, answers: list[tuple[str, str]]) -> list[PlannedQuery]:
+_WH = r"(?:what|which|who|whom|whose|where|when|why|how)"
+_QUESTION_WORDS = rf"(?:{_WH}|is|are|was|were|does|do|did|can|could|should|would|will|has|have)"
+# Where a request's questions part: sentence ends, and a comma or "and" before a question word ("..., how many
+# employees does it have, where does it manufacture ...").
+_CLAUSE_BREAK = re.compile(
+    rf"[?!;:\n]+|\.(?:\s+|$)|,\s+(?=(?:and\s+|or\s+|but\s+)?{_WH}\b)|\s+(?:and|or)\s+(?={_WH}\b)", re.IGNORECASE
+)
+_QUESTION_START = re.compile(rf"^\W*(?:(?:and|or|but|also)\s+)?{_QUESTION_WORDS}\b", re.IGNORECASE)
+# Inside a question, the things it asks about side by side ("its revenue and gross margin", "cash and its debt").
+_COORDINATION = re.compile(r",\s+|\s+(?:and|or|as well as|plus|versus|vs\.?)\s+", re.IGNORECASE)
+# A clause that says what to leave out ("skip marketing copy and internal policies") names no aspect.
+_NEGATED = re.compile(
+    r"^\W*(?:(?:and|but|please)\s+)?(?:skip|skipping|exclude|excluding|ignore|ignoring|leave out|not|no|without|"
+    r"except|avoid|apart from|other than|don't|do not|never)\b",
+    re.IGNORECASE,
+)
+# Words of how a question is put, not of what it asks ("how much of it comes from", "how large is").
+_PHRASING = frozenset(terms("come comes coming large big small kind kinds sort type happen happens exist exists"))
+
+
+def _aspects(text: str, subject: str) -> list[str]:
+    """The distinct things a request asks about, in its order: each question it asks, and inside a question each
+    of the things it names side by side ("revenue and gross margin" are two). Clauses before its first question
+    that ask nothing ("Due diligence on X, a maker of Y, before an investment:") set its context, not an aspect;
+    clauses saying what to leave out are no aspect either. Each aspect is its key phrases in reading order."""
+    clauses = [c.strip() for c in _CLAUSE_BREAK.split(text) if c and c.strip()]
+    asking = [bool(_QUESTION_START.match(clause)) for clause in clauses]
+    first_question = asking.index(True) if True in asking else len(clauses)
+    subject_terms = set(terms(subject))
+    found: list[str] = []
+    keys: set[frozenset[str]] = set()
+    for index, clause in enumerate(clauses):
+        if (index < first_question and first_question < len(clauses) and index + 1 < len(clauses)) or (
+            _NEGATED.match(clause)
+        ):
+            continue
+        for part in _COORDINATION.split(clause):
+            phrases = sorted(key_phrases(part, limit=6), key=lambda p: _position(part, p))
+            kept = []
+            for phrase in phrases:
+                content = [w for w in phrase.split() if not set(terms(w)) <= _PHRASING | subject_terms]
+                # A lone adverb ("concurrently") is how, not what.
+                if content and not (len(content) == 1 and content[0].lower().endswith("ly")):
+                    kept.append(" ".join(content))
+            aspect = " ".join(kept)
+            key = frozenset(terms(aspect))
+            if key and key not in keys:
+                keys.add(key)
+                found.append(aspect)
+    return found
+
+
+def _groups(items: list[str], count: int) -> list[list[str]]:
+    """`items` in `count` runs of consecutive items (or fewer, one each, when there are fewer items), as even as
+    can be, the longer runs last: the first-named usually matter most, and a query of few aspects finds them
+    best."""
+    if count <= 0 or not items:
+        return []
+    if len(items) <= count:
+        return [[item] for item in items]
+    size, extra = divmod(len(items), count)
+    groups, start = [], 0
+    for index in range(count):
+        length = size + (1 if index >= count - extra else 0)
+        groups.append(items[start : start + length])
+        start += length
+    return groups
+
+
+# What documents call some of the things a request asks about: officers' titles spelled out, and the common
+# other names of a few business measures. A question says "CEO" or "debt"; a governance statement says "Chief
+# Executive Officer", a balance sheet "term loan". Searched and matched beside the request's own words, never
+# instead of them.
+_RELATED = {
+    "ceo": "chief executive officer managing director",
+    "cfo": "chief financial officer",
+    "coo": "chief operating officer",
+    "cto": "chief technology officer",
+    "cmo": "chief marketing officer",
+    "debt": "loan borrowings",
+    "employee": "headcount personnel",
+    "headcount": "employees",
+    "revenue": "sales turnover",
+    "backlog": "order book",
+    "dispute": "claim litigation arbitration",
+    "lawsuit": "claim litigation",
+    "churn": "cancelled cancellations",
+    "manufacture": "plant production factory",
+    "capacity": "output",
+    "profit": "earnings result",
+}
+
+
+def _related(aspect: str) -> str:
+    """The other names of what an aspect names (_RELATED), that the aspect does not already use."""
+    own = set(terms(aspect))
+    found = [_RELATED[term] for term in terms(aspect) if term in _RELATED]
+    return " ".join(word for word in " ".join(distinct(found)).split() if stem(word.lower()) not in own)
+
+
+def _aspect_query(aspects: list[str], subject: str) -> PlannedQuery:
+    """A query for some of the request's aspects: their phrases (with their other names) and the request's subject;
+    its objective names each aspect ("; " between them), so the analysis and the report can take them one by one."""
+    joined = " ".join(f"{aspect} {_related(aspect)}".strip() for aspect in aspects)
+    query = joined if set(terms(joined)) >= set(terms(subject)) else f"{joined} {subject}"
+    return PlannedQuery(query[:400], _objective(ASPECT_SEPARATOR.join(aspects), subject))
+
+
+def _objective_aspects(objective: str) -> list[str]:
+    """The aspects an objective of our own form names (one, or several joined by ASPECT_SEPARATOR)."""
+    match = _OBJECTIVE_FORM.match(objective.strip())
+    if not match:
+        return []
+    return [aspect.strip() for aspect in match.group(1).split(ASPECT_SEPARATOR) if aspect.strip()]
+
+
+def _top_level_candidates(prompt: str, answers: list[tuple[str, str]], count: int = 0) -> list[PlannedQuery]:
+    subject = _subject(prompt)
+    # The request's own questions first; what the follow-up answers add only where the breadth leaves room.
+    aspects = _aspects(prompt, subject)
+    if len(aspects) < count:
+        seen = {frozenset(terms(a)) for a in aspects}
+        for _, answer in answers:
+            for aspect in _aspects(answer, subject):
+                if frozenset(terms(aspect)) not in seen and len(aspects) < count:
+                    seen.add(frozenset(terms(aspect)))
+                    aspects.append(aspect)
+    planned = [_aspect_query(group, subject) for group in _groups(aspects, count)]
+    return planned + _phrase_candidates(prompt, answers)
+
+
+def _phrase_candidates(prompt: str, answers: list[tuple[str, str]]) -> list[PlannedQuery]:
     request = "\n".join([prompt, *(answer for _, answer in answers if answer)])
     phrases = key_phrases(request)
     if not phrases:
@@ -197,7 +344,20 @@ def _top_level_candidates(prompt: str, answers: list[tuple[str, str]]) -> list[P
     return candidates
 
 
-def _follow_up_candidates(prompt: str, ancestors: list[Ancestor]) -> list[PlannedQuery]:
+def _follow_up_candidates(prompt: str, ancestors: list[Ancestor], count: int = 0) -> list[PlannedQuery]:
+    parent = ancestors[-1]
+    # A parent that searched for several of the request's aspects at once: its children take them apart, so that
+    # each aspect gets a search of its own (or of fewer companions) before anything its pages brought up.
+    aspects = _objective_aspects(parent.objective)
+    # A lone aspect is the parent's own search: its children follow what its pages brought up instead.
+    split = _groups(aspects, count) if count and len(aspects) > 1 else []
+    context = _OBJECTIVE_FORM.match(parent.objective.strip())
+    subject = (context.group(2) if context and context.group(2) else "") or _subject(prompt)
+    aspect_candidates = [_aspect_query(group, subject) for group in split]
+    return aspect_candidates + _learned_candidates(prompt, ancestors)
+
+
+def _learned_candidates(prompt: str, ancestors: list[Ancestor]) -> list[PlannedQuery]:
     parent = ancestors[-1]
     searched = set(terms(prompt))
     for ancestor in ancestors:
@@ -231,56 +391,94 @@ def _head_phrase(ancestor: Ancestor) -> str:
 
 
 def analyze(objective: str, query: str, url: str, title: str, text: str) -> list[Finding]:
-    """The page's own sentences that best answer the query and objective; each is both the fact and its quote."""
-    wanted, required = _query_terms(objective, query)
-    if not wanted:
+    """The page's own sentences a reader would quote for the objective; each is both the fact and its quote.
+
+    A sentence is ranked by how well it answers (BM25 over the page's sentences: a word rare on the page weighs
+    more than one every sentence has), times what it carries (research/text/salience.py: figures, dates and names
+    raise it; rules, instructions and boilerplate lower it, unless the objective asks about rules). Only whole
+    sentences and table rows compete. An objective naming several of the request's aspects gets the best
+    sentences of each in turn, so that one aspect's many matches do not crowd out another's one."""
+    targets = _query_targets(objective, query)
+    if not targets:
         return []
     # Only sentences that pass as quotes (research/text/quotes.py): a shorter one would be dropped anyway.
-    candidates = distinct([s for s in sentences(text[:MAX_PAGE_CHARS]) if is_prose(s) and is_quotable(s)])
+    headed: dict[str, str] = {}
+    for sentence, heading in headed_sentences(text[:MAX_PAGE_CHARS]):
+        if is_whole(sentence) and is_quotable(sentence):
+            headed.setdefault(sentence, heading)
+    candidates = list(headed)
     if not candidates:
         return []
     bags = [counts(terms(sentence)) for sentence in candidates]
+    # A sentence's heading says what it is about when the sentence does not ("Open disputes" above a claim): its
+    # words count for the sentence, at half the weight of its own.
+    heading_bags = [counts(terms(headed[sentence])) for sentence in candidates]
+    headings = BM25(heading_bags)
+    # Near-duplicates are judged with the figures too: rows of one table share their headers, not their values.
+    shapes = [set(bag) | set(_NUMBER.findall(sentence)) for bag, sentence in zip(bags, candidates, strict=True)]
     ranker = BM25(bags)
-    scored = []
-    for index, sentence in enumerate(candidates):
-        if required and not required & bags[index].keys():
-            continue  # context words alone are too loose a match: what the query is about must be there
-        score = ranker.score(index, wanted)
-        if score <= 0:
-            continue
-        # Short sentences say little even when they match well.
-        score *= min(1.0, len(sentence.split()) / 10)
-        scored.append((score, index))
-    scored.sort(key=lambda item: (-item[0], item[1]))
+    rules_wanted = asks_about_rules(f"{objective} {query}")
+    rankings = []
+    for wanted, required in targets:
+        scored = []
+        for index, sentence in enumerate(candidates):
+            if required and not required & (bags[index].keys() | heading_bags[index].keys()):
+                continue  # context words alone are too loose a match: what the query is about must be there
+            score = ranker.score(index, wanted) + 0.5 * headings.score(index, wanted)
+            if score <= 0:
+                continue
+            # Short sentences say little even when they match well.
+            score *= min(1.0, len(sentence.split()) / 10) * weight(sentence, wanted.keys(), rules_wanted)
+            scored.append((score, index))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        rankings.append([index for _, index in scored])
+    limit = min(MAX_GROUPED_FINDINGS, max(MAX_FINDINGS, 2 * len(targets)))
     chosen: list[int] = []
-    for _score, index in scored:
-        if any(_similar(bags[index], bags[other]) for other in chosen):
-            continue
-        chosen.append(index)
-        if len(chosen) == MAX_FINDINGS:
+    for rank in range(len(candidates)):
+        for ranking in rankings:
+            if rank >= len(ranking) or ranking[rank] in chosen:
+                continue
+            index = ranking[rank]
+            if any(_similar(shapes[index], shapes[other]) for other in chosen):
+                continue
+            chosen.append(index)
+            if len(chosen) == limit:
+                break
+        if len(chosen) == limit:
             break
     return [Finding(candidates[i], candidates[i]) for i in chosen]
 
 
-def _query_terms(objective: str, query: str) -> tuple[dict[str, float], set[str]]:
-    """Weighted terms to look for, and the terms of which a finding must contain at least one.
+def _query_targets(objective: str, query: str) -> list[tuple[dict[str, float], set[str]]]:
+    """What to look for: one (weighted terms, terms of which a finding must hold one) per aspect the objective
+    names.
 
     With our own objective form the subject is known: its phrase must be matched, its context only counts a
-    little (every query of a research shares the context). Otherwise the query's words are required.
+    little (every query of a research shares the context). Several aspects are looked for one by one. Otherwise
+    the query's words are required.
     """
     match = _OBJECTIVE_FORM.match(objective.strip())
+    targets = []
     if match:
-        subject, context = match.group(1), match.group(2) or ""
-        wanted = weighted_terms((context, 0.3), (query, 0.6), (subject, 1.0))
-        required = set(terms(subject))
+        aspects = _objective_aspects(objective)
+        context = match.group(2) or ""
+        for aspect in aspects:
+            # The query repeats a lone aspect's words with its context; with several, it is all of them at once.
+            parts = [(context, 0.3), (query, 0.6)] if len(aspects) == 1 else [(context, 0.3)]
+            related = _related(aspect)
+            wanted = weighted_terms(*parts, (related, 0.6), (aspect, 1.0))
+            targets.append((wanted, set(terms(aspect)) | set(terms(related))))
     else:
-        wanted = weighted_terms((objective, 0.5), (query, 1.0))
-        required = set(terms(query))
-    wanted = {term: weight for term, weight in wanted.items() if term not in _OBJECTIVE_WORDS}
-    return wanted, required - _OBJECTIVE_WORDS
+        targets.append((weighted_terms((objective, 0.5), (query, 1.0)), set(terms(query))))
+    cleaned = []
+    for wanted, required in targets:
+        wanted = {term: weight for term, weight in wanted.items() if term not in _OBJECTIVE_WORDS}
+        if wanted:
+            cleaned.append((wanted, required - _OBJECTIVE_WORDS))
+    return cleaned
 
 
-def _similar(a: dict[str, int], b: dict[str, int]) -> bool:
+def _similar(a: Collection[str], b: Collection[str]) -> bool:
     keys_a, keys_b = set(a), set(b)
     union = keys_a | keys_b
     return bool(union) and len(keys_a & keys_b) / len(union) >= 0.8
@@ -309,34 +507,52 @@ def _report(
     """The whole report in report_writer.SCHEMA's shape, which `outline` plans from: one section per objective,
     made of the extracted sentences, each citing every source it came from with its quote."""
     items = _items(sources)
-    # Objectives that come out under the same heading share one section.
+    # A section per aspect the objectives name (one, or several joined by ASPECT_SEPARATOR); aspects that come
+    # out under the same heading share one section.
     goals: dict[str, dict[str, float]] = {}
     for objective in objectives:
-        goal = goals.setdefault(_heading(objective), {})
-        # Sections share the request's context; what tells them apart is each objective's subject.
-        match = _OBJECTIVE_FORM.match(objective.strip())
-        weights = weighted_terms((match.group(1), 1.0)) if match else weighted_terms((objective, 1.0))
-        for term, weight in weights.items():
-            if term not in _OBJECTIVE_WORDS:
-                goal[term] = max(goal.get(term, 0.0), weight)
-    headings = list(goals)
+        aspects = _objective_aspects(objective)
+        for aspect in aspects or [objective]:
+            goal = goals.setdefault(_heading(f"What the sources state about {aspect}." if aspects else aspect), {})
+            # Sections share the request's context; what tells them apart is each aspect's own words.
+            for term, value in weighted_terms((_related(aspect), 0.6), (aspect, 1.0)).items():
+                if term not in _OBJECTIVE_WORDS:
+                    goal[term] = max(goal.get(term, 0.0), value)
+    headings = [heading for heading, goal in goals.items() if goal]
+    # IDF over every finding of the research: a word most findings share tells the sections apart least.
     ranker = BM25([item.bag for item in items]) if items else None
     sections_items: list[list[tuple[float, _Item]]] = [[] for _ in headings]
     leftovers: list[tuple[float, _Item]] = []
+    rules_wanted = asks_about_rules(" ".join(objectives))
     for index, item in enumerate(items):
-        scores = [ranker.score(index, goals[heading]) if ranker else 0.0 for heading in headings]
+        scores = [
+            ranker.score(index, goals[heading]) * weight(item.text, goals[heading].keys(), rules_wanted)
+            if ranker
+            else 0.0
+            for heading in headings
+        ]
         best = max(range(len(scores)), key=lambda i: scores[i]) if scores else -1
         if best >= 0 and scores[best] > 0:
             sections_items[best].append((scores[best], item))
         else:
-            leftovers.append((0.0, item))
+            # Ranked by what they carry alone: the section keeps MAX_SECTION_SENTENCES, figures first.
+            leftovers.append((weight(item.text, (), rules_wanted), item))
     sections = [_section(heading, found) for heading, found in zip(headings, sections_items, strict=True) if found]
     if leftovers:
         sections.append(_section(LEFTOVER_HEADING, leftovers))
-    # The summary: each section's lead sentence, the one that matches its objective best.
-    led = [section for section in sections if section["heading"] != LEFTOVER_HEADING]
-    summary = [section["paragraphs"][0][0] for section in led[:MAX_SUMMARY_SENTENCES]]
+    summary = _summary([found for found in sections_items if found])
     return {"title": _title(prompt), "summary": summary, "sections": sections}
+
+
+def _summary(sections: list[list[tuple[float, _Item]]]) -> list[dict[str, Any]]:
+    """The summary: the best sentence of each section, those that carry figures first, then the best matches, at
+    most MAX_SUMMARY_SENTENCES, in the sections' order (a reader meets them again below in that order)."""
+    leads = []
+    for order, found in enumerate(sections):
+        score, item = max(found, key=lambda pair: pair[0])
+        leads.append((not traits(item.text).informative, -score, order, item))
+    chosen = sorted(leads, key=lambda lead: lead[:3])[:MAX_SUMMARY_SENTENCES]
+    return [item.as_sentence() for *_, item in sorted(chosen, key=lambda lead: lead[2])]
 
 
 def outline(
