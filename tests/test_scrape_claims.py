@@ -4,6 +4,7 @@ the next website of its URL."""
 
 import threading
 
+import psycopg
 import pytest
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
@@ -20,10 +21,11 @@ from research.models import (
     Website,
     WebsiteStatus,
 )
+from tests.support.databases import database_dsn
 from tests.support.factories import running_research
 from workers.errors import ResearchStopped
 from workers.pipeline.locks import claim_owner
-from workers.pipeline.scrape import Waiting, _claim_page
+from workers.pipeline.scrape import Waiting, _claim_new_page, _claim_page
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,3 +128,26 @@ def test_websites_of_one_url_claimed_at_once_share_one_page_and_one_fetch(runnin
         (WebsiteStatus.SCRAPING, page.pk)
     }
     assert Event.objects.filter(research=running, type=EventType.SCRAPING).count() == len(sites)
+
+
+def test_a_duplicate_claim_of_a_linked_website_never_waits_on_its_page_while_holding_the_website(running) -> None:
+    # given a website already linked to its page (its first delivery claimed it), and that page being stored by
+    # another transaction (the fetch's store updates the page, then locks the page's websites)
+    site = website(running, WebsiteStatus.PENDING)
+    first = _claim_page(running.pk, Waiting(site.pk, site.url, site.query_id), claim_owner("task-1"))
+    assert first is not None
+    with psycopg.connect(**database_dsn()) as store:
+        store.execute("UPDATE research_page SET title = 'stored' WHERE id = %s", [first.pk])
+        # when a duplicate delivery of the same website's fetch claims again, with waits for a lock cut short
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")
+        try:
+            again = _claim_new_page(running.pk, Waiting(site.pk, site.url, site.query_id), "task-2")
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+        store.rollback()
+    # then it does nothing at once: it neither locked the website and then waited for the page (the store, next
+    # locking the page's websites, would deadlock with it) nor took the website over
+    assert again is None
+    assert Website.objects.get(pk=site.pk).page_id == first.pk

@@ -180,8 +180,11 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
 
     Its locks are taken in this order: the research row shared (FOR KEY SHARE, as every tree transaction's end
     takes it, which only an ending waits for), the website, then the page's insert. A page's other users lock the
-    page first and then its websites, never a website not yet linked to it as this one is, and the only wait here
-    (on another insert of the same URL) is for a transaction that waits on no lock of this one's."""
+    page first and then its websites, never a website not yet linked to it, and only such a website is taken here
+    (`page_id IS NULL`): the only wait here (on another insert or update of the same URL's page) is then for a
+    transaction that waits on no lock of this one's. A website already linked (a duplicate delivery of its fetch)
+    goes to the full claim, which locks the page first: locked here, it deadlocked with the page's store, which
+    updates the page and then locks its websites."""
     now = timezone.now()
     key = Research._meta.pk.get_db_prep_value(research_id, connection)
     with database.prepared_cursor() as cursor:
@@ -189,7 +192,7 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
             f"WITH research AS (SELECT id FROM {Research._meta.db_table} WHERE id = %(research)s "
             "AND status = ANY(%(writable)s) AND stop_reason = '' FOR KEY SHARE), "
             f"website AS (SELECT w.id FROM {Website._meta.db_table} w, research WHERE w.id = %(website)s "
-            "AND w.status IN (%(pending)s, %(scraping)s) FOR UPDATE OF w), "
+            "AND w.status IN (%(pending)s, %(scraping)s) AND w.page_id IS NULL FOR UPDATE OF w), "
             f"page AS ({_INSERT_LEASED_PAGE} SELECT {_LEASED_PAGE_VALUES} FROM website "
             "ON CONFLICT (research_id, url) DO NOTHING RETURNING id), "
             f"claimed AS (UPDATE {Website._meta.db_table} SET status = %(scraping)s, page_id = page.id, "
