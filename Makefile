@@ -52,19 +52,17 @@ install-check:
 	PYTHON=$(PYTHON) bash scripts/check-install.sh
 
 # Test processes (pytest-xdist workers), each with a test database and a Redis db of its own
-# (tests/support/testrun.py). Most of the full suite waits (on worker processes, daphne, Chromium, deadlines), so
-# more processes than this machine's 2 cores pays there; the fast lanes are CPU-bound, so no more than the cores.
-# `make test TEST_WORKERS=0` runs in one process; PYTEST_ARGS comes last, so `-n` there wins too.
+# (tests/support/testrun.py). `make test` runs pytest in two passes (scripts/test_passes.py): the unit and database
+# lanes, which keep the CPUs busy, on TEST_FAST_WORKERS processes (no more than this machine's 2 cores), then the
+# stack, browser and fault lanes, which mostly wait on processes and deadlines, on TEST_WORKERS. `make test-fast` is
+# the first pass without the slow tests. PYTEST_ARGS comes last, so `-n 0` there runs each pass in one process.
 TEST_WORKERS ?= 3
 TEST_FAST_WORKERS ?= 2
-# worksteal: an idle worker takes tests queued for a busy one, so that one that drew the long fault tests (a minute
-# or more each) does not finish alone at the end.
-XDIST = -n $(TEST_WORKERS) --dist worksteal
 
 # PostgreSQL and Redis: the machine's where they answer, else PostgreSQL and Valkey from the wheels, started for the
 # run and stopped after it (scripts/with_servers.py).
 test: dev browser lint install-check
-	$(PY) scripts/with_servers.py $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(PY) scripts/with_servers.py $(PY) scripts/test_passes.py $(TEST_FAST_WORKERS) $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The inner loop: the unit and database lanes without the slow tests (no worker processes, daphne, Chromium or
 # fault injection, and no lint); the lanes: README.md, under `make test`. `make test` stays the full suite.
