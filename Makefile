@@ -51,15 +51,24 @@ demo: venv
 install-check:
 	PYTHON=$(PYTHON) bash scripts/check-install.sh
 
+# Test processes (pytest-xdist workers), each with a test database and a Redis db of its own
+# (tests/support/testrun.py). `make test` runs pytest in two passes (scripts/test_passes.py): the unit and database
+# lanes, which keep the CPUs busy, on TEST_FAST_WORKERS processes (no more than this machine's 2 cores), then the
+# stack, browser and fault lanes, which mostly wait on processes and deadlines, on TEST_WORKERS. `make test-fast` is
+# the first pass without the slow tests. PYTEST_ARGS comes last, so `-n 0` there runs each pass in one process.
+TEST_WORKERS ?= 3
+TEST_FAST_WORKERS ?= 2
+
 # PostgreSQL and Redis: the machine's where they answer, else PostgreSQL and Valkey from the wheels, started for the
 # run and stopped after it (scripts/with_servers.py).
 test: dev browser lint install-check
-	$(PY) scripts/with_servers.py $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) scripts/with_servers.py $(PY) scripts/test_passes.py $(TEST_FAST_WORKERS) $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The inner loop: the unit and database lanes without the slow tests (no worker processes, daphne, Chromium or
 # fault injection, and no lint); the lanes: README.md, under `make test`. `make test` stays the full suite.
 test-fast: dev
-	$(PY) scripts/with_servers.py $(PY) -m pytest -m "(unit or database) and not slow" $(PYTEST_ARGS)
+	$(PY) scripts/with_servers.py $(PY) -m pytest -n $(TEST_FAST_WORKERS) --dist worksteal \
+		-m "(unit or database) and not slow" $(PYTEST_ARGS)
 
 migrate: venv services
 	$(PY) manage.py migrate

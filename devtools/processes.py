@@ -12,8 +12,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Logs of the processes the tests and benchmarks start (CI keeps the folder).
+# What the tests and benchmarks leave to look at: the logs of the processes they start, screenshots (CI keeps the
+# folder).
 ARTIFACTS = ROOT / "test-artifacts"
+
+
+def log_folder() -> Path:
+    """Where this process logs the processes it starts: ARTIFACTS, or under pytest-xdist (`make test`) a folder of
+    the test worker's own (test-artifacts/gw0/, ...), so that two test workers' Celery workers, daphnes or beats
+    never append to one file, and a test that reads its processes' logs reads only theirs."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return ARTIFACTS / worker if worker else ARTIFACTS
 
 
 def free_port(preferred: int | None = None) -> int:

@@ -22,3 +22,22 @@ def claim_redis_db(base_url: str, owner: str) -> str:
             connection.set(CLAIM_KEY, owner, ex=CLAIM_SECONDS)
             return candidate
     raise RuntimeError("no free Redis db (1-15) for this run; are 15 runs going at once?")
+
+
+# Empties the db only while `owner` still holds its claim, in one step: a run that gave its db back early (the
+# controller of a pytest-xdist run does) or whose claim expired must not empty a db another run claimed since.
+_RELEASE_IF_OWNER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('FLUSHDB')
+    return 1
+end
+return 0
+"""
+
+
+def release_redis_db(url: str, owner: str) -> bool:
+    """Give back the db of `url` claimed for `owner`: empty it, the claim key with the rest. False where `owner` no
+    longer holds it (nothing is emptied then)."""
+    import redis
+
+    return bool(redis.Redis.from_url(url).eval(_RELEASE_IF_OWNER, 1, CLAIM_KEY, owner))

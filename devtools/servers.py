@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from devtools.processes import ARTIFACTS, free_port, spawn, stop, worker_command
+from devtools.processes import free_port, log_folder, spawn, stop, worker_command
 
 if TYPE_CHECKING:
     import subprocess
@@ -64,7 +64,8 @@ def celery_app_for(broker_url: str) -> Any:  # a celery.Celery
 
 
 class WorkerPool:
-    """N Celery worker processes (threads pool), logging to test-artifacts/worker-<name><index>.log."""
+    """N Celery worker processes (threads pool), logging to worker-<name><index>.log in `log_folder()`
+    (test-artifacts/, or test-artifacts/gw0/ ... under pytest-xdist)."""
 
     def __init__(self, env: dict[str, str], count: int = 2, concurrency: int = 8, name: str = "w") -> None:
         self.env, self.count, self.concurrency, self.name = env, count, concurrency, name
@@ -81,7 +82,7 @@ class WorkerPool:
                 f"{self.name}{index}-{os.getpid()}@%h",
                 "--without-heartbeat",
             )
-            self.processes.append(spawn(command, ARTIFACTS / f"worker-{self.name}{index}.log", self.env))
+            self.processes.append(spawn(command, log_folder() / f"worker-{self.name}{index}.log", self.env))
         if ping:
             self.wait_ready()
         return self
@@ -98,12 +99,12 @@ class WorkerPool:
         while time.monotonic() < deadline:
             for process in self.processes:
                 if process.poll() is not None:
-                    raise RuntimeError(f"a worker exited at start with code {process.returncode}; see test-artifacts/")
+                    raise RuntimeError(f"a worker exited at start with code {process.returncode}; see {log_folder()}")
             replies = app.control.ping(timeout=0.5) or []
             names = {name for reply in replies for name in reply}
             if sum(1 for n in names if n.startswith(f"{self.name}") and f"-{os.getpid()}@" in n) >= self.count:
                 return
-        raise RuntimeError("workers did not answer a ping in time; see test-artifacts/")
+        raise RuntimeError(f"workers did not answer a ping in time; see {log_folder()}")
 
     def kill(self, index: int) -> None:
         """SIGKILL one worker process: no shutdown, no acks, its in-flight tasks are simply gone."""
@@ -117,7 +118,7 @@ class WorkerPool:
 
 class DaphneServer:
     """daphne serving the app (HTTP, websockets, static files) on a free loopback port, as in production; logs to
-    test-artifacts/<name>.log."""
+    <name>.log in `log_folder()`."""
 
     def __init__(self, env: dict[str, str], name: str = "daphne") -> None:
         self.env, self.name = env, name
@@ -134,12 +135,12 @@ class DaphneServer:
             if self.wait_ready():
                 return self
             self.stop()  # most likely the port was taken in between: try another
-        raise RuntimeError(f"daphne did not start; see test-artifacts/{self.name}.log")
+        raise RuntimeError(f"daphne did not start; see {log_folder() / self.name}.log")
 
     def launch(self, port: int) -> None:
         """Start daphne on `port` without waiting for it (`wait_ready` does)."""
         command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "researchsite.asgi:application"]
-        self.port, self.process = port, spawn(command, ARTIFACTS / f"{self.name}.log", self.env)
+        self.port, self.process = port, spawn(command, log_folder() / f"{self.name}.log", self.env)
 
     def wait_ready(self, timeout: float = 60) -> bool:
         import urllib.error

@@ -1,5 +1,6 @@
 """Fixtures: users and API clients, the loopback fakes, and the real Redis of this run."""
 
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +14,7 @@ from django.test.utils import override_settings
 from devtools.fakes import FakeLLM, FakeSearx, FakeWeb
 from devtools.fakes.behaviours import ResearchModel
 from devtools.servers import WorkerPool, process_env
+from tests.support.browser import FAILURES, SCREENSHOTS
 from tests.support.e2e import WORKER_ENV, settle
 from tests.support.lanes import lane_of
 from tests.support.logins import PASSWORD
@@ -172,10 +174,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(getattr(pytest.mark, lane_of(item)))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The controller of a pytest-xdist run runs no test: it gives back the Redis db its settings claimed at once,
+    and each xdist worker claims one of its own (tests/support/testrun.py)."""
+    if session.config.pluginmanager.has_plugin("dsession") and settings.configured:
+        release_test_run(settings.REDIS_URL, settings.RUN_ID)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Give this run's Redis db back (the claim key goes with it)."""
+    """Give this run's Redis db back (the claim key goes with it), if the run still holds it."""
     if settings.configured:
-        release_test_run(settings.REDIS_URL)
+        release_test_run(settings.REDIS_URL, settings.RUN_ID)
+
+
+SCREENSHOTS_CLEARED = pytest.StashKey[bool]()
+
+
+def clear_screenshots(config: pytest.Config, nodeids: list[str]) -> None:
+    """Screenshots of this run only: one left over from an older run would pass for a current one. Cleared once a
+    run that has browser tests, before any test runs, by the process that runs or hands out the tests (the only one,
+    or the xdist controller): an xdist worker clearing them would delete those another worker had saved."""
+    if config.stash.get(SCREENSHOTS_CLEARED, False) or not any(n.startswith("tests/browser/") for n in nodeids):
+        return
+    config.stash[SCREENSHOTS_CLEARED] = True
+    for folder in (SCREENSHOTS, FAILURES):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # a run without xdist (an xdist worker leaves it to the controller)
+        clear_screenshots(session.config, [item.nodeid for item in session.items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    """The xdist controller, once a worker has collected (and deselected): no test has been handed out yet."""
+    clear_screenshots(node.config, ids)  # type: ignore[attr-defined]
 
 
 # --- The real stack: worker processes against this run's database and Redis --------------------------------

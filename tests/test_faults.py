@@ -25,7 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from devtools.fakes import Canary
-from devtools.processes import ARTIFACTS, ROOT, free_port, stop_group, wait_until
+from devtools.processes import ROOT, free_port, log_folder, stop_group, wait_until
 from devtools.servers import WorkerPool, celery_app_for, process_env
 from research.control.dispatch import waiting_steps
 from research.control.lifecycle import cancel_research
@@ -545,13 +545,13 @@ def test_openai_key_never_leaks(internet, transactional_db, research_model, user
     assert all({k.lower(): v for k, v in r.headers.items()}.get("authorization") == f"Bearer {key}" for r in calls)
     # and the key is nowhere: task messages, logs, events, snapshots, documents
     assert seen_in_broker and all(key.encode() not in message for message in seen_in_broker)
-    logs = [path.read_text(errors="replace") for path in ARTIFACTS.glob(f"worker-{built.pool.name}*.log")]
+    logs = [path.read_text(errors="replace") for path in log_folder().glob(f"worker-{built.pool.name}*.log")]
     assert len(logs) == built.pool.count
     for log in logs:
         # the logs grepped are INFO logs, with a line for every task received and finished
         assert any("INFO" in line and "workers.tasks." in line for line in log.splitlines()), log[-2000:]
         assert key not in log
-    assert key not in (ARTIFACTS / "beat.log").read_text(errors="replace")
+    assert key not in (log_folder() / "beat.log").read_text(errors="replace")
     events = json.dumps(list(Event.objects.filter(research_id=research_id).values_list("data", flat=True)))
     assert key not in events
     assert key not in json.dumps(build_snapshot(research_id))
@@ -608,8 +608,8 @@ def run_shell(script: str, env: dict[str, str], output: Any = subprocess.PIPE) -
 def test_flower_requires_credentials(form: str) -> None:
     # given Flower started the way compose (or make) starts it, with FLOWER_BASIC_AUTH in the environment
     port = free_port()
-    ARTIFACTS.mkdir(exist_ok=True)
-    with open(ARTIFACTS / "flower.log", "ab") as log:
+    log_folder().mkdir(parents=True, exist_ok=True)
+    with open(log_folder() / "flower.log", "ab") as log:
         flower = run_shell(flower_script(form, port), flower_env(FLOWER_BASIC_AUTH="ops:s3cret-pass"), log)
     try:
         deadline = time.monotonic() + 30
@@ -618,7 +618,7 @@ def test_flower_requires_credentials(form: str) -> None:
                 anonymous = requests.get(f"http://127.0.0.1:{port}/", timeout=2)
                 break
             except requests.ConnectionError:
-                assert flower.poll() is None, "flower exited; see test-artifacts/flower.log"
+                assert flower.poll() is None, f"flower exited; see {log_folder() / 'flower.log'}"
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)

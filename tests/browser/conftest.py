@@ -5,7 +5,6 @@ never downloads a browser here.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
@@ -14,17 +13,10 @@ import redis
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Dialog, Page, sync_playwright
 
 from devtools.servers import PLAIN_HTTP, DaphneServer, process_env
-from tests.support.browser import DESKTOP, FAILURES, SCREENSHOTS, chromium, save_failure
+from tests.support.browser import DESKTOP, chromium, save_failure
 from tests.support.e2e import WORKER_ENV, settle
 
 FAILED = pytest.StashKey[bool]()  # set on a test item whose call phase failed
-
-
-@pytest.fixture(scope="session", autouse=True)
-def fresh_screenshots() -> None:
-    """Screenshots of this run only: one left over from an older run would pass for a current one."""
-    for folder in (SCREENSHOTS, FAILURES):
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -3,6 +3,7 @@ questions when they land, a draft opened from the sidebar resumes into that wait
 On a daphne of its own that waits 1 s before it answers 202, with the session's worker processes."""
 
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,12 +45,20 @@ def ask(page, base_url: str) -> None:
 
 
 def test_the_form_waits_for_slow_questions_and_fills_them_in(
-    impatient_daphne, workers, research_model, fake_llm, user, open_page
+    impatient_daphne, workers, research_model, fake_llm, user, open_page, request
 ) -> None:
-    # given a model that takes 8 s to write the questions, and a server that waits 1 s for them (8 s: a second
-    # browser signs in and opens the draft meanwhile, which can take a few seconds on a loaded machine)
-    fake_llm.delays["followup_questions"] = 8.0
-    fake_llm.handlers["followup_questions"] = these_questions
+    # given a model that writes the questions only once the test lets it, and a server that waits 1 s for them:
+    # a second browser signs in and opens the draft meanwhile, however long that takes (a fixed 8 s delay lost that
+    # race on a machine loaded with parallel test workers). An attempt the workers give up on (LLM_TIMEOUT) is
+    # asked again, and answered once let.
+    let_answer = threading.Event()
+    request.addfinalizer(let_answer.set)  # a failed test leaves no request of the fake waiting
+
+    def questions_once_let(body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+        let_answer.wait(timeout=120)
+        return these_questions(body, schema)
+
+    fake_llm.handlers["followup_questions"] = questions_once_let
     first = open_page()
     page = first.page
     # when alice asks for them
@@ -74,6 +83,7 @@ def test_the_form_waits_for_slow_questions_and_fills_them_in(
     expect(other.locator("#prompt")).to_have_value(PROMPT)
     expect(other.locator("#ask-status")).to_have_text(WAITING)
     # when the model answers, both forms fill the questions in
+    let_answer.set()
     for form in (page, other):
         expect(form.locator("#questions label")).to_have_text(QUESTIONS, timeout=20_000)
         expect(form.locator("#ask-status")).to_have_text("")

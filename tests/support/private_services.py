@@ -18,7 +18,7 @@ import psycopg
 import redis
 
 from devtools.local_servers import hand_to, pg_user, run_pg, valkey_bin
-from devtools.processes import ARTIFACTS, free_port, spawn, stop
+from devtools.processes import free_port, log_folder, spawn, stop
 from devtools.servers import log_level
 
 
@@ -101,7 +101,7 @@ class Beat:
 
     def start(self) -> Beat:
         command = [sys.executable, "-m", "celery", "-A", "researchsite", "beat", "-l", log_level(self.env)]
-        self.process = spawn([*command, "-s", str(self.dir / "schedule")], ARTIFACTS / "beat.log", self.env)
+        self.process = spawn([*command, "-s", str(self.dir / "schedule")], log_folder() / "beat.log", self.env)
         return self
 
     def stop(self) -> None:
