@@ -37,6 +37,7 @@ from research.collection.readers import CONTENT_TYPES as CONTENT_TYPES
 from research.collection.readers import DocumentError as DocumentError
 from research.collection.readers import ParsedDocument as ParsedDocument
 from research.collection.readers import parse_document as parse_document
+from research.collection.standing import document_date, document_standing
 from research.models import CollectionDocument, DocumentOrigin, UnreadableFile
 from research.text.lexical import is_content_word, words
 
@@ -163,11 +164,12 @@ def _files(folder: Path) -> list[Path]:
 
 # The text extraction documents are indexed with: 1, BeautifulSoup rules; 2, trafilatura; 3, trafilatura on lxml's
 # tree, comments dropped before it (the text after a comment was lost); 4, PDFs through pdfplumber (tables as rows
-# with their headers) and titles without Markdown marks. A document indexed with
+# with their headers) and titles without Markdown marks; 5, each document's date and standing
+# (research/collection/standing.py). A document indexed with
 # another one is indexed again even when its file is unchanged, because workers scrape its source with the current
 # one and quotes are checked against both texts. Bump it whenever research/text/page_text.py or
 # research/collection/readers.py changes its output.
-TEXT_EXTRACTION = 4
+TEXT_EXTRACTION = 5
 
 
 def index_file(path: Path, owner_id: int | None = None) -> str:
@@ -195,7 +197,12 @@ def store_document(
 ) -> tuple[CollectionDocument, bool]:
     """Write one read document under its key (its path), with its search vector; (document, created). The caller
     holds the transaction, so an upload's documents land together."""
+    # An upload's key is upload/<user id>/<sha256>/<name>: only its name is the owner's words about it (a digest or
+    # an id may hold "2025").
+    named = key.split("/", 3)[-1] if origin == DocumentOrigin.UPLOAD else key
     fields = {
+        "dated": document_date(named, parsed.title, parsed.text, parsed.metadata_date),
+        "standing": document_standing(named, parsed.title, parsed.text),
         "origin": origin,
         "owner_id": owner_id,
         "title": parsed.title,
