@@ -262,6 +262,13 @@ class Page(models.Model):
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     content_type = models.CharField(max_length=200, blank=True)
     bytes_read = models.PositiveIntegerField(default=0)
+    # A collection document's date and standing, copied when it is fetched (a web page: the date its address or
+    # opening gives, always current): what the writer needs to prefer the newest current figure.
+    dated = models.DateField(null=True, blank=True)
+    # A database default too: the scrape step inserts pages by a statement of its own (_INSERT_LEASED_PAGE).
+    standing = models.CharField(
+        max_length=12, choices=Standing.choices, default=Standing.CURRENT, db_default=Standing.CURRENT
+    )
     failure_reason = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True)
     # When a worker started fetching it; a fetch that is stale (worker died) may be taken over.

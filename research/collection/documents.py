@@ -15,6 +15,7 @@ cites another user's private document.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import logging
 import os
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
@@ -37,7 +39,7 @@ from research.collection.readers import CONTENT_TYPES as CONTENT_TYPES
 from research.collection.readers import DocumentError as DocumentError
 from research.collection.readers import ParsedDocument as ParsedDocument
 from research.collection.readers import parse_document as parse_document
-from research.collection.standing import document_date, document_standing
+from research.collection.standing import CURRENT, document_date, document_standing
 from research.models import CollectionDocument, DocumentOrigin, UnreadableFile
 from research.text.lexical import is_content_word, words
 
@@ -310,6 +312,18 @@ def may_fetch(url: str, reader_id: int) -> bool:
     if document_id is None:
         return True
     return CollectionDocument.objects.filter(readable_by(reader_id), pk=document_id).exists()
+
+
+def page_standing(url: str, title: str, text: str) -> tuple[datetime.date | None, str]:
+    """A fetched page's date and standing: a collection document's as indexed; a web page's date from its address
+    ("/2024/05/...") or opening, and current (a web page that says it is archived is rare, and a news archive's
+    address says nothing of its pages)."""
+    document_id = linked_document(url)
+    if document_id is not None:
+        stored = CollectionDocument.objects.filter(pk=document_id).values_list("dated", "standing").first()
+        if stored is not None:
+            return stored
+    return document_date(urlparse(url).path, title, text), CURRENT
 
 
 def fetch_link(url: str) -> str:
