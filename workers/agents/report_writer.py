@@ -4,6 +4,7 @@ import copy
 import logging
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from research.text.storable import storable_data
@@ -527,10 +528,8 @@ def _size(sources: list[SourceNote]) -> int:
 
 
 def _subset(source: SourceNote, indices: list[int]) -> SourceNote:
-    return SourceNote(
-        number=source.number,
-        url=source.url,
-        title=source.title,
+    return replace(
+        source,
         findings=[source.findings[i] for i in indices],
         ids=[source.ids[i] for i in indices if i < len(source.ids)],
     )
