@@ -163,6 +163,12 @@ def is_current(standing: str) -> bool:
     return standing in ("", CURRENT)
 
 
+def label(standing: str, dated: datetime.date | None) -> str:
+    """What follows a source's title in prompts and the sources list: " (archived, 31 Dec 2024)", or ""."""
+    said = describe(standing, dated)
+    return f" ({said})" if said else ""
+
+
 def describe(standing: str, dated: datetime.date | None) -> str:
     """How a prompt or a sources list names a document's standing and date: "archived, 31 Dec 2024"."""
     parts = [] if is_current(standing) else [standing]
