@@ -318,3 +318,21 @@ def test_a_web_pages_date_comes_from_its_address_or_opening_and_it_stays_current
         datetime.date(2025, 5, 3),
         "current",
     )
+
+
+@pytest.mark.django_db
+def test_search_weighs_words_by_their_rarity_in_the_collection(tmp_path: Path) -> None:
+    # given long reports that name the company in every line, and a short file holding the one asked figure
+    report = "Acme Oy reports its revenue, margin, employees and plants. " * 40
+    for year in (2023, 2024, 2025):
+        (tmp_path / f"report-{year}.md").write_text(f"# Acme Oy report {year}\n\n{report}\n")
+    (tmp_path / "board.md").write_text("# Board update\n\nThe Acme order backlog was EUR 27 million at year end.\n")
+    index(tmp_path)
+    # when a query names several aspects and the company
+    found = collection.rank_documents("Acme Oy revenue order backlog Acme", 4, reader_id=ANY_READER)
+    titles = list(CollectionDocument.objects.filter(pk__in=found).values_list("pk", "title"))
+    by_pk = dict(titles)
+    # then the short file holding the rare word comes first: the company's name, in every file, says nothing
+    assert by_pk[found[0]] == "Board update"
+    # and a query of common words only still finds the documents
+    assert len(collection.rank_documents("Acme", 4, reader_id=ANY_READER)) == 4
