@@ -288,3 +288,11 @@ def test_sources_list_and_writer_prompt_show_each_sources_date_and_standing() ->
     block = sources_block(sources)
     assert "[1] https://a.example/trial — Nordic trial (12 Mar 2025)" in block
     assert "[2] https://b.example/cost — Costs (archived, 31 Dec 2024)" in block
+
+
+def test_a_sphinx_role_in_a_sentence_is_no_url() -> None:
+    text = "If the :py:data:`~socket.SO_REUSEPORT` constant is not defined then this capability is unsupported."
+    sources = [SourceNote(1, "https://a.example/trial", "Docs", [(text, text)])]
+    report = {"title": "T", "summary": [], "sections": [{"heading": "H", "paragraphs": [[sentence(text, [1])]]}]}
+    markdown, stats = render_report(report, sources, {"https://a.example/trial": PageText(text)})
+    assert stats["citations_dropped"] == 0 and "SO_REUSEPORT" in markdown

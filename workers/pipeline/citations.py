@@ -27,7 +27,8 @@ _LINK_TEXT = r"(?:[^\[\]]|\[[^\[\]]*\])*"
 _LINK_TARGET = r"(?:[^\s()<>]|\([^\s()<>]*\))+"
 _BARE_URL_TAIL = r"(?:[^\s()<>\[\]]|\([^\s()<>\[\]]*\))+"
 _MD_LINK = re.compile(rf"(?<!\\)!?\[({_LINK_TEXT})\]\(\s*<?({_LINK_TARGET})>?(?:\s+\"[^\"]*\")?\s*\)")
-_BARE_URL = re.compile(rf"(?:https?|ftp|javascript|data|file):{_BARE_URL_TAIL}", re.IGNORECASE)
+# Not before a backtick: Sphinx roles (":py:data:`~socket.SO_REUSEPORT`") are text quoted from documentation.
+_BARE_URL = re.compile(rf"(?:https?|ftp|javascript|data|file):(?!`){_BARE_URL_TAIL}", re.IGNORECASE)
 _INLINE_MARK = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _WORD = re.compile(r"\w+")
 # A tooltip, not a page: a longer quote is cut there (the sources list keeps it whole).
