@@ -299,3 +299,12 @@ def test_a_current_and_an_archived_page_do_not_contradict_each_other() -> None:
     assert extractive.update_memory("churn", "o", both_current, known).contradictions
     one_archived = [both_current[0], MemorySource(2, "http://a.test/2", "B", [(old, old)], standing="archived")]
     assert extractive.update_memory("churn", "o", one_archived, known).contradictions == []
+
+
+def test_an_answer_says_when_its_figure_comes_from_an_archived_document() -> None:
+    old = "The term loan from Kaleva Bank stood at EUR 10.5 million."
+    sources = [
+        SourceNote(1, "http://a.test/2024", "Report 2024", [(old, old)], dated=date(2024, 12, 31), standing="archived")
+    ]
+    found = extractive.answer("term loan Kaleva Bank", "due diligence", sources)
+    assert found.paragraphs[0][0]["text"] == f"{old} (from an archived document of 31 Dec 2024)"

@@ -886,6 +886,9 @@ def answer(question: str, prompt: str, sources: list[SourceNote]) -> Answer:
     if not scored:
         return Answer([], "no", _dig_query(question, prompt))
     best = [items[index] for _, index in sorted(scored, key=lambda pair: (-pair[0], pair[1]))[:MAX_ANSWER_SENTENCES]]
+    for item in best:
+        if item.older and _has_figure(item.text):
+            item.note = f"(from {item.older})"  # an old figure, said to be old, as in the report
     covered = set().union(*(item.bag.keys() for item in best)) & wanted.keys()
     verdict = "yes" if len(covered) == len(wanted) else "partly"
     return Answer(
