@@ -308,3 +308,20 @@ def test_an_answer_says_when_its_figure_comes_from_an_archived_document() -> Non
     ]
     found = extractive.answer("term loan Kaleva Bank", "due diligence", sources)
     assert found.paragraphs[0][0]["text"] == f"{old} (from an archived document of 31 Dec 2024)"
+
+
+def test_among_current_sources_the_newest_figure_wins() -> None:
+    old = "The Rovaniemi plant can assemble 900 units a year in one shift."
+    new = "The Rovaniemi plant can assemble 1,400 units a year in two shifts."
+    unrelated = "The head office in Helsinki has 58 employees."
+    sources = [
+        SourceNote(1, "http://a.test/press", "Press release 2024", [(old, old)], dated=date(2024, 9, 30)),
+        SourceNote(2, "http://a.test/plant", "Plant", [(new, new), (unrelated, unrelated)], dated=date(2026, 1, 31)),
+    ]
+    report = report_of("plant capacity", [], ["What the sources state about Rovaniemi plant capacity."], sources)
+    texts = [text for text, _ in _texts(report)]
+    assert new in texts and old not in texts and unrelated in texts
+    # the same dates half a year apart at most: both stay (two documents of one period)
+    sources[0].dated = date(2025, 12, 31)
+    report = report_of("plant capacity", [], ["What the sources state about Rovaniemi plant capacity."], sources)
+    assert old in [text for text, _ in _texts(report)]

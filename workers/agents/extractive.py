@@ -497,6 +497,8 @@ class _Item:
     older: str = ""
     # Said after the sentence when it is kept from such sources alone: the reader must know the figure is old.
     note: str = ""
+    # The newest date of its sources (None: none is dated).
+    dated: datetime.date | None = None
 
     def as_sentence(self) -> dict[str, Any]:
         numbers = sorted(self.quotes)
@@ -625,6 +627,7 @@ def _items(sources: list[SourceNote]) -> list[_Item]:
     by_number = {source.number: source for source in sources}
     for item in by_text.values():
         givers = [by_number[number] for number in item.quotes]
+        item.dated = max((source.dated for source in givers if source.dated), default=None)
         if givers and not any(is_current(source.standing) for source in givers):
             newest = max(givers, key=lambda source: source.dated or datetime.date.min)
             item.older = _older(newest)
@@ -651,7 +654,10 @@ def _newest_current(
     answers) has a current sentence stating a figure, or when a current sentence stating a figure shares
     MIN_SHARED_TERMS of its words: the reader asked for the figure, and the newest current one is it. Kept
     otherwise, saying where it comes from ("(from an archived document of 31 Dec 2024)"): an old figure is
-    better than none, if the reader can tell it is old."""
+    better than none, if the reader can tell it is old. Among current sources the newest wins the same way: a
+    figure of a current source dated NEWER_BY or more before another current source's figure that shares
+    MIN_SHARED_TERMS of its words in the same section is dropped (last year's press release beside this year's
+    handbook)."""
     everything = [item for found in [*sections, leftovers] for _, item in found]
     # Words many of the report's sentences share (the company's name) say nothing of what a sentence is about.
     frequency = counts(term for item in everything for term in item.bag)
@@ -659,12 +665,15 @@ def _newest_current(
     current_bags = [set(item.bag) - common for item in everything if not item.older and _has_figure(item.text)]
 
     def kept(found: list[tuple[float, _Item]], answered: bool) -> list[tuple[float, _Item]]:
+        newer = [item for _, item in found if not item.older and item.dated and _has_figure(item.text)]
         result = []
         for score, item in found:
             if item.older and _has_figure(item.text):
                 if answered or any(len((set(item.bag) - common) & bag) >= MIN_SHARED_TERMS for bag in current_bags):
                     continue
                 item.note = f"(from {item.older})"
+            elif item.dated and _has_figure(item.text) and any(_superseded_by(item, other, common) for other in newer):
+                continue
             result.append((score, item))
         return result
 
@@ -672,6 +681,13 @@ def _newest_current(
         return any(not item.older and _has_figure(item.text) for _, item in found)
 
     return [kept(found, has_current_figure(found)) for found in sections], kept(leftovers, False)
+
+
+def _superseded_by(item: _Item, other: _Item, common: set[str]) -> bool:
+    """Whether `other`, a current figure dated NEWER_BY or more after `item`, says the same thing anew."""
+    if item.dated is None or other.dated is None or other.dated - item.dated < NEWER_BY:
+        return False
+    return len((set(item.bag) & set(other.bag)) - common) >= MIN_SHARED_TERMS
 
 
 def _section(heading: str, found: list[tuple[float, _Item]]) -> dict[str, Any]:
@@ -712,6 +728,8 @@ MAX_MEMORY_INSIGHTS = 24
 MAX_CONTRADICTIONS = 5
 # Two findings are about the same thing when they share this many content terms besides numbers.
 MIN_SHARED_TERMS = 3
+# A current source this much older than another current one on the same figure is last period's word.
+NEWER_BY = datetime.timedelta(days=180)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _YEAR_ONLY = re.compile(r"(?:19|20|21)\d\d")
 _OLDER_NOTE = re.compile(r" (\(from an? (?:draft|archived|superseded) document[^()]*\))$")
