@@ -241,6 +241,15 @@ class PageStatus(models.TextChoices):
     FAILED = "failed"
 
 
+class Standing(models.TextChoices):
+    """Whether a document is still the current word on its subject (research/collection/standing.py decides)."""
+
+    CURRENT = "current", "Current"
+    DRAFT = "draft", "Draft"
+    ARCHIVED = "archived", "Archived"
+    SUPERSEDED = "superseded", "Superseded"
+
+
 class Page(models.Model):
     """A URL fetched once per research; every website row with that URL analyses this text."""
 
@@ -253,6 +262,13 @@ class Page(models.Model):
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     content_type = models.CharField(max_length=200, blank=True)
     bytes_read = models.PositiveIntegerField(default=0)
+    # A collection document's date and standing, copied when it is fetched (a web page: the date its address or
+    # opening gives, always current): what the writer needs to prefer the newest current figure.
+    dated = models.DateField(null=True, blank=True)
+    # A database default too: the scrape step inserts pages by a statement of its own (_INSERT_LEASED_PAGE).
+    standing = models.CharField(
+        max_length=12, choices=Standing.choices, default=Standing.CURRENT, db_default=Standing.CURRENT
+    )
     failure_reason = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True)
     # When a worker started fetching it; a fetch that is stale (worker died) may be taken over.
@@ -639,6 +655,17 @@ class CollectionDocument(models.Model):
     )
     size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the file")
     search_vector = SearchVectorField(null=True, blank=True, editable=False)
+    # What a report needs to tell a current figure from an old one (research/collection/standing.py): the date the
+    # document speaks as of, and whether it is current, a draft, archived or superseded.
+    dated = models.DateField(
+        null=True, blank=True, help_text="The date it speaks as of: its name's period, its opening's or metadata date"
+    )
+    standing = models.CharField(
+        max_length=12,
+        choices=Standing.choices,
+        default=Standing.CURRENT,
+        help_text="current, draft, archived or superseded: from its path and its opening lines",
+    )
     indexed_at = models.DateTimeField()
 
     class Meta:

@@ -262,3 +262,37 @@ def test_contradictions_cite_each_side_with_its_quote() -> None:
         "Our trial measured a COP of 1.4 at -15 °C.",
     ]
     assert "[Other](https://e.example/other) — quoted: “Our trial measured a COP of 1.4 at -15 °C.”" in markdown
+
+
+def test_sources_list_and_writer_prompt_show_each_sources_date_and_standing() -> None:
+    from datetime import date
+
+    from workers.agents.report_writer import sources_block
+
+    sources = [
+        SourceNote(1, "https://a.example/trial", "Nordic trial", SOURCES[0].findings, dated=date(2025, 3, 12)),
+        SourceNote(
+            2, "https://b.example/cost", "Costs", SOURCES[1].findings, dated=date(2024, 12, 31), standing="archived"
+        ),
+    ]
+    report = {
+        "title": "Cold-climate heat pumps",
+        "summary": [],
+        "sections": [
+            {"heading": "Efficiency", "paragraphs": [[sentence("COP stays above 2.", [1, 2])]], "subsections": []}
+        ],
+    }
+    markdown, _ = render_report(report, sources, TEXTS)
+    assert "1. [Nordic trial](https://a.example/trial) (12 Mar 2025) — quoted:" in markdown
+    assert "2. [Costs](https://b.example/cost) (archived, 31 Dec 2024) — quoted:" in markdown
+    block = sources_block(sources)
+    assert "[1] https://a.example/trial — Nordic trial (12 Mar 2025)" in block
+    assert "[2] https://b.example/cost — Costs (archived, 31 Dec 2024)" in block
+
+
+def test_a_sphinx_role_in_a_sentence_is_no_url() -> None:
+    text = "If the :py:data:`~socket.SO_REUSEPORT` constant is not defined then this capability is unsupported."
+    sources = [SourceNote(1, "https://a.example/trial", "Docs", [(text, text)])]
+    report = {"title": "T", "summary": [], "sections": [{"heading": "H", "paragraphs": [[sentence(text, [1])]]}]}
+    markdown, stats = render_report(report, sources, {"https://a.example/trial": PageText(text)})
+    assert stats["citations_dropped"] == 0 and "SO_REUSEPORT" in markdown

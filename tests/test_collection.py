@@ -1,5 +1,6 @@
 """The local document collection: indexing a folder, full-text search, and the signed links workers fetch."""
 
+import datetime
 import io
 import time
 from pathlib import Path
@@ -288,6 +289,8 @@ def test_scrape_reads_a_stored_link_that_expired(
     document = by_name("defrost.md")
     stored = signed_ago(document.pk, 2 * 3600, monkeypatch)
     assert requests.get(stored, timeout=10).status_code == 404  # expired for anyone who holds it
+    # an archived document: its page carries its date and standing to the writer
+    CollectionDocument.objects.filter(pk=document.pk).update(standing="archived", dated=datetime.date(2024, 12, 31))
     research = running_research(user, 1, 1)
     query = SerpQuery.objects.create(
         research=research, depth=1, position=0, query="defrost", objective="o", status=QueryStatus.SCRAPING
@@ -300,6 +303,36 @@ def test_scrape_reads_a_stored_link_that_expired(
     assert page.status == PageStatus.FETCHED, (page.failure_reason, page.error)
     assert (page.url, page.final_url) == (stored, stored)
     assert "defrost cycle" in page.text.lower()
+    assert (page.dated, page.standing) == (datetime.date(2024, 12, 31), "archived")
     website.refresh_from_db()
     assert website.status == WebsiteStatus.ANALYZING and website.url == stored
     assert published == ["workers.tasks.analyze_website_task"]
+
+
+def test_a_web_pages_date_comes_from_its_address_or_opening_and_it_stays_current() -> None:
+    assert collection.page_standing("https://news.test/2024/05/plant", "Plant", "It opened.") == (
+        datetime.date(2024, 12, 31),
+        "current",
+    )
+    assert collection.page_standing("https://news.test/plant", "Plant", "Archived on 3 May 2025.") == (
+        datetime.date(2025, 5, 3),
+        "current",
+    )
+
+
+@pytest.mark.django_db
+def test_search_weighs_words_by_their_rarity_in_the_collection(tmp_path: Path) -> None:
+    # given long reports that name the company in every line, and a short file holding the one asked figure
+    report = "Acme Oy reports its revenue, margin, employees and plants. " * 40
+    for year in (2023, 2024, 2025):
+        (tmp_path / f"report-{year}.md").write_text(f"# Acme Oy report {year}\n\n{report}\n")
+    (tmp_path / "board.md").write_text("# Board update\n\nThe Acme order backlog was EUR 27 million at year end.\n")
+    index(tmp_path)
+    # when a query names several aspects and the company
+    found = collection.rank_documents("Acme Oy revenue order backlog Acme", 4, reader_id=ANY_READER)
+    titles = list(CollectionDocument.objects.filter(pk__in=found).values_list("pk", "title"))
+    by_pk = dict(titles)
+    # then the short file holding the rare word comes first: the company's name, in every file, says nothing
+    assert by_pk[found[0]] == "Board update"
+    # and a query of common words only still finds the documents
+    assert len(collection.rank_documents("Acme", 4, reader_id=ANY_READER)) == 4

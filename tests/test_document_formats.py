@@ -4,6 +4,7 @@ files are reported, never fatal."""
 
 from __future__ import annotations
 
+import datetime
 import io
 import zipfile
 from collections.abc import Callable
@@ -504,3 +505,35 @@ def test_truncated_or_damaged_files_are_a_document_or_a_document_error(
 def test_every_valid_fixture_parses(extension: str) -> None:
     # the fuzzing above starts from files that do parse
     assert parse_document(Path(f"/d/file{extension}"), valid_file(extension)).text
+
+
+# --- Dates and standing ------------------------------------------------------------------------------------
+
+
+def test_metadata_dates_come_from_each_format_that_has_them() -> None:
+    document = docx.Document()
+    document.core_properties.modified = datetime.datetime(2025, 6, 30, 12, 0)
+    document.add_paragraph("The Tampere warehouse shipped 18,400 parcels.")
+    out = io.BytesIO()
+    document.save(out)
+    assert parse_document(Path("/d/a.docx"), out.getvalue()).metadata_date == datetime.date(2025, 6, 30)
+    assert parse_document(Path("/d/q1-costs.csv"), CSV.encode()).metadata_date is None
+    assert readers.metadata_date("D:20260115090000+00'00'") == datetime.date(2026, 1, 15)
+    assert readers.metadata_date("2024-05-02T10:00:00Z", None) == datetime.date(2024, 5, 2)
+    assert readers.metadata_date("yesterday", b"D:2025") == datetime.date(2025, 1, 1)
+    assert readers.metadata_date("D:20251399") is None
+
+
+@pytest.mark.django_db
+def test_indexing_stores_each_documents_date_and_standing(tmp_path: Path) -> None:
+    (tmp_path / "archive").mkdir()
+    (tmp_path / "archive" / "headcount-2024-12.csv").write_text("Site,Employees\nPlant,96\n")
+    (tmp_path / "headcount-2025-12.csv").write_text("Site,Employees\nPlant,131\n")
+    (tmp_path / "plan.md").write_text("# Plan\n\nDRAFT: updated 3 March 2026.\n\nWe open a second plant.\n")
+    run_index(tmp_path)
+    stored = {Path(d.path).name: (d.dated, d.standing) for d in CollectionDocument.objects.all()}
+    assert stored == {
+        "headcount-2024-12.csv": (datetime.date(2024, 12, 31), "archived"),
+        "headcount-2025-12.csv": (datetime.date(2025, 12, 31), "current"),
+        "plan.md": (datetime.date(2026, 3, 3), "draft"),
+    }

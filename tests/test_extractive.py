@@ -1,6 +1,7 @@
 """The extractive engine: the LLM agents' interface, with no model; every sentence a document's own."""
 
 import re
+from datetime import date
 from typing import Any
 
 import jsonschema
@@ -12,6 +13,7 @@ from research.text.quotes import PageText, normalise
 from workers.agents import extractive, report_writer
 from workers.agents.query_generator import Ancestor
 from workers.agents.report_writer import SourceNote
+from workers.agents.types import KnownMemory, MemorySource
 from workers.pipeline.citations import cited_urls, render_report
 
 PROMPT = (
@@ -236,3 +238,90 @@ def test_sentences_are_spans_of_the_text() -> None:
     for sentence in lexical.sentences(text):
         assert normalise(sentence) in normalise(text)
     assert "e.g. this one." in lexical.sentences(text)[-1]
+
+
+# --- The newest truth: current sources over drafts, archived and superseded ones -----------------------------
+
+
+def _texts(report: dict[str, Any]) -> list[tuple[str, list[int]]]:
+    return [
+        (sentence["text"], sentence["sources"])
+        for section in report["sections"]
+        for paragraph in section["paragraphs"]
+        for sentence in paragraph
+    ]
+
+
+def test_an_archived_figure_gives_way_to_the_current_one_on_the_same_aspect() -> None:
+    current = "Gross margin was 44 % of revenue in 2025 as compressor prices rose."
+    old = "Gross margin was 52 % of revenue in 2024, supported by a favourable product mix."
+    draft = "Gross margin is estimated at 47 % of revenue before inventory write-downs."
+    sources = [
+        SourceNote(1, "http://a.test/2024", "Report 2024", [(old, old)], dated=date(2024, 12, 31), standing="archived"),
+        SourceNote(2, "http://a.test/draft", "Draft 2025", [(draft, draft)], standing="superseded"),
+        SourceNote(3, "http://a.test/2025", "Report 2025", [(current, current)], dated=date(2025, 12, 31)),
+    ]
+    report = report_of("gross margin", [], ["What the sources state about gross margin."], sources)
+    assert _texts(report) == [(current, [3])]
+    assert [s["text"] for s in report["summary"]] == [current]
+
+
+def test_an_old_figure_no_current_source_gives_is_kept_and_said_to_be_old() -> None:
+    old = "The list price of the Aurora HX 400 was EUR 79,500 throughout the year."
+    sources = [
+        SourceNote(1, "http://a.test/p", "Price list 2024", [(old, old)], dated=date(2024, 12, 31), standing="archived")
+    ]
+    report = report_of("list price", [], ["What the sources state about list price."], sources)
+    assert _texts(report) == [(f"{old} (from an archived document of 31 Dec 2024)", [1])]
+    markdown, _ = render_report(report, sources, {s.url: PageText(old) for s in sources})
+    assert "(from an archived document of 31 Dec 2024)" in markdown
+
+
+def test_outdated_sentences_without_figures_stay_and_current_ones_are_never_dropped() -> None:
+    words_only = "The plant moved production to Rovaniemi after the lease in the old town ended."
+    current = "The Rovaniemi plant can assemble 1,400 units a year in two shifts."
+    sources = [
+        SourceNote(1, "http://a.test/old", "Old", [(words_only, words_only)], standing="archived"),
+        SourceNote(2, "http://a.test/new", "New", [(current, current)]),
+    ]
+    report = report_of("plant", [], ["What the sources state about Rovaniemi plant."], sources)
+    assert sorted(_texts(report)) == sorted([(words_only, [1]), (current, [2])])
+
+
+def test_a_current_and_an_archived_page_do_not_contradict_each_other() -> None:
+    new = "Measure: Logo churn (sites that cancelled during the year); 2025: 6.4 %."
+    old = "Measure: Logo churn (sites that cancelled during the year); 2024: 9.1 %."
+    known = KnownMemory([], [])
+    both_current = [
+        MemorySource(1, "http://a.test/1", "A", [(new, new)]),
+        MemorySource(2, "http://a.test/2", "B", [(old, old)]),
+    ]
+    assert extractive.update_memory("churn", "o", both_current, known).contradictions
+    one_archived = [both_current[0], MemorySource(2, "http://a.test/2", "B", [(old, old)], standing="archived")]
+    assert extractive.update_memory("churn", "o", one_archived, known).contradictions == []
+
+
+def test_an_answer_says_when_its_figure_comes_from_an_archived_document() -> None:
+    old = "The term loan from Kaleva Bank stood at EUR 10.5 million."
+    sources = [
+        SourceNote(1, "http://a.test/2024", "Report 2024", [(old, old)], dated=date(2024, 12, 31), standing="archived")
+    ]
+    found = extractive.answer("term loan Kaleva Bank", "due diligence", sources)
+    assert found.paragraphs[0][0]["text"] == f"{old} (from an archived document of 31 Dec 2024)"
+
+
+def test_among_current_sources_the_newest_figure_wins() -> None:
+    old = "The Rovaniemi plant can assemble 900 units a year in one shift."
+    new = "The Rovaniemi plant can assemble 1,400 units a year in two shifts."
+    unrelated = "The head office in Helsinki has 58 employees."
+    sources = [
+        SourceNote(1, "http://a.test/press", "Press release 2024", [(old, old)], dated=date(2024, 9, 30)),
+        SourceNote(2, "http://a.test/plant", "Plant", [(new, new), (unrelated, unrelated)], dated=date(2026, 1, 31)),
+    ]
+    report = report_of("plant capacity", [], ["What the sources state about Rovaniemi plant capacity."], sources)
+    texts = [text for text, _ in _texts(report)]
+    assert new in texts and old not in texts and unrelated in texts
+    # the same dates half a year apart at most: both stay (two documents of one period)
+    sources[0].dated = date(2025, 12, 31)
+    report = report_of("plant capacity", [], ["What the sources state about Rovaniemi plant capacity."], sources)
+    assert old in [text for text, _ in _texts(report)]

@@ -5,8 +5,9 @@ CollectionDocument rows (the text, and the markup of HTML
 files), each format by its reader in research/collection/readers.py; a file that cannot be read, or whose type no
 reader knows, is recorded as an UnreadableFile row instead, for the admin to list. Search ranks them with
 PostgreSQL full-text search: a stored tsvector per document (title weighted above text) under a GIN index, ranked
-by `ts_rank`. A document is reachable only through a link signed with SECRET_KEY, so the unauthenticated view
-that serves it to workers gives out exactly the documents the search provider named.
+by the sum of each query word's `ts_rank` weighted by the word's rarity in the collection (`rank_documents`). A
+document is reachable only through a link signed with SECRET_KEY, so the unauthenticated view that serves it to
+workers gives out exactly the documents the search provider named.
 
 Every document has a reader set (`readable_by`): the instance's documents (no owner) and those an admin shared are
 everyone's, the rest their owner's. A research searches only what its owner may read, so it never sees, fetches or
@@ -15,20 +16,23 @@ cites another user's private document.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import logging
+import math
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 from django.core import signing
 from django.db import transaction
-from django.db.models import F, Q, QuerySet, Value
+from django.db.models import Count, ExpressionWrapper, F, FloatField, Q, QuerySet, Value
 from django.db.models.functions import Substr
 from django.utils import timezone
 
@@ -37,6 +41,7 @@ from research.collection.readers import CONTENT_TYPES as CONTENT_TYPES
 from research.collection.readers import DocumentError as DocumentError
 from research.collection.readers import ParsedDocument as ParsedDocument
 from research.collection.readers import parse_document as parse_document
+from research.collection.standing import CURRENT, document_date, document_standing
 from research.models import CollectionDocument, DocumentOrigin, UnreadableFile
 from research.text.lexical import is_content_word, words
 
@@ -163,11 +168,12 @@ def _files(folder: Path) -> list[Path]:
 
 # The text extraction documents are indexed with: 1, BeautifulSoup rules; 2, trafilatura; 3, trafilatura on lxml's
 # tree, comments dropped before it (the text after a comment was lost); 4, PDFs through pdfplumber (tables as rows
-# with their headers) and titles without Markdown marks. A document indexed with
+# with their headers) and titles without Markdown marks; 5, each document's date and standing
+# (research/collection/standing.py). A document indexed with
 # another one is indexed again even when its file is unchanged, because workers scrape its source with the current
 # one and quotes are checked against both texts. Bump it whenever research/text/page_text.py or
 # research/collection/readers.py changes its output.
-TEXT_EXTRACTION = 4
+TEXT_EXTRACTION = 5
 
 
 def index_file(path: Path, owner_id: int | None = None) -> str:
@@ -195,7 +201,12 @@ def store_document(
 ) -> tuple[CollectionDocument, bool]:
     """Write one read document under its key (its path), with its search vector; (document, created). The caller
     holds the transaction, so an upload's documents land together."""
+    # An upload's key is upload/<user id>/<sha256>/<name>: only its name is the owner's words about it (a digest or
+    # an id may hold "2025").
+    named = key.split("/", 3)[-1] if origin == DocumentOrigin.UPLOAD else key
     fields = {
+        "dated": document_date(named, parsed.title, parsed.text, parsed.metadata_date),
+        "standing": document_standing(named, parsed.title, parsed.text),
         "origin": origin,
         "owner_id": owner_id,
         "title": parsed.title,
@@ -226,15 +237,40 @@ def store_document(
 def rank_documents(query: str, limit: int, *, reader_id: int) -> list[int]:
     """Ids of the documents `reader_id` may read (`readable_by`) that best match the query, best first. The
     reader is required: a search for a research is always on its owner's behalf."""
-    content = [w.lower() for w in words(query) if is_content_word(w)][:32]
+    content = list(dict.fromkeys(w.lower() for w in words(query) if is_content_word(w)))[:32]
     if not content:
         return []
-    # Any of the words (websearch syntax "a or b"): a research query names several aspects, and requiring all of
-    # them would find nothing in a small collection; the rank favours documents that match more of them.
-    search = SearchQuery(" or ".join(content), search_type="websearch", config=SEARCH_CONFIG)
+    readable = CollectionDocument.objects.filter(readable_by(reader_id))
+    queries = [SearchQuery(word, search_type="plain", config=SEARCH_CONFIG) for word in content]
+    # How many documents hold each word (one query): a word most documents hold (the company's name, in every
+    # file of its share) tells them apart least, and a long report holds every word of a long query once.
+    counted = readable.aggregate(
+        total=Count("pk"),
+        **{f"w{index}": Count("pk", filter=Q(search_vector=q)) for index, q in enumerate(queries)},
+    )
+    total = counted["total"]
+    present = [(index, counted[f"w{index}"]) for index in range(len(content)) if counted[f"w{index}"]]
+    if not present:
+        return []
+    # Words in more than half the documents are left out, unless every word is (then they are all there is).
+    telling = [(index, found) for index, found in present if found <= total / 2] or present
+    # Any of the words (a research query names several aspects, and requiring all of them would find nothing in a
+    # small collection), each word's rank weighted by its rarity (BM25's IDF): a short file holding the one rare
+    # word of its answer outranks a long report holding every common one.
+    search = SearchQuery(
+        " or ".join(content[index] for index, _ in telling), search_type="websearch", config=SEARCH_CONFIG
+    )
+    rank = sum(
+        (
+            SearchRank(F("search_vector"), queries[index], normalization=Value(1))
+            * Value(math.log(1 + (total - found + 0.5) / (found + 0.5)))
+            for index, found in telling
+        ),
+        start=Value(0.0),
+    )
     ranked = (
-        CollectionDocument.objects.filter(readable_by(reader_id), search_vector=search)
-        .annotate(rank=SearchRank(F("search_vector"), search, normalization=Value(1)))
+        readable.filter(search_vector=search)
+        .annotate(rank=ExpressionWrapper(rank, output_field=FloatField()))
         .order_by("-rank", "pk")
         .values_list("pk", flat=True)
     )
@@ -303,6 +339,18 @@ def may_fetch(url: str, reader_id: int) -> bool:
     if document_id is None:
         return True
     return CollectionDocument.objects.filter(readable_by(reader_id), pk=document_id).exists()
+
+
+def page_standing(url: str, title: str, text: str) -> tuple[datetime.date | None, str]:
+    """A fetched page's date and standing: a collection document's as indexed; a web page's date from its address
+    ("/2024/05/...") or opening, and current (a web page that says it is archived is rare, and a news archive's
+    address says nothing of its pages)."""
+    document_id = linked_document(url)
+    if document_id is not None:
+        stored = CollectionDocument.objects.filter(pk=document_id).values_list("dated", "standing").first()
+        if stored is not None:
+            return stored
+    return document_date(urlparse(url).path, title, text), CURRENT
 
 
 def fetch_link(url: str) -> str:

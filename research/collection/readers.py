@@ -44,6 +44,9 @@ class ParsedDocument:
     text: str
     content_type: str
     source: str = ""
+    # The date the file's own metadata gives (Office core properties, PDF info, ODF meta, EPUB dc:date), if any:
+    # research/collection/standing.py weighs it after the dates its name and opening give.
+    metadata_date: datetime.date | None = None
 
 
 # Limits on what a file may make us read. The zip caps are checked on the archive's central directory before
@@ -212,7 +215,28 @@ def _size(count: int) -> str:
 # falls back to the file's name). Paragraph and table lines are joined with newlines, blocks with blank lines.
 
 
-Read = tuple[str, str]
+# (title, text, metadata date)
+Read = tuple[str, str, datetime.date | None]
+
+_METADATA_DATE = re.compile(r"(?:D:)?((?:19|20|21)\d\d)-?(\d\d)?-?(\d\d)?")
+
+
+def metadata_date(*values: object) -> datetime.date | None:
+    """The first of the values that is a date: a datetime or date, or text as ISO 8601 or PDF ("D:20260115...")
+    write it. Metadata are whatever a tool wrote: anything else is no date."""
+    for value in values:
+        if isinstance(value, bytes):
+            value = value.decode("latin-1", "replace")
+        if isinstance(value, datetime.datetime):
+            return value.date()
+        if isinstance(value, datetime.date):
+            return value
+        if isinstance(value, str) and (match := _METADATA_DATE.match(value.strip())):
+            try:
+                return datetime.date(int(match[1]), int(match[2] or 1), int(match[3] or 1))
+            except ValueError:
+                continue
+    return None
 
 
 def _join(blocks: Iterable[str]) -> str:
@@ -251,7 +275,12 @@ def read_docx(path: Path, data: bytes) -> Read:
         elif isinstance(item, Table):
             blocks.append("\n".join(table_lines(_docx_rows(item), caption)))
             caption = ""
-    return first_title(document.core_properties.title or "", heading), _join(blocks)
+    properties = document.core_properties
+    return (
+        first_title(properties.title or "", heading),
+        _join(blocks),
+        metadata_date(properties.modified, properties.created),
+    )
 
 
 def _docx_rows(table: DocxTable) -> Iterator[list[str]]:
@@ -290,7 +319,12 @@ def read_pptx(path: Path, data: bytes) -> Read:
             if notes:
                 lines.append("Speaker notes: " + " ".join(notes))
         blocks.append("\n".join(lines))
-    return first_title(presentation.core_properties.title or "", first_slide_title), _join(blocks)
+    properties = presentation.core_properties
+    return (
+        first_title(properties.title or "", first_slide_title),
+        _join(blocks),
+        metadata_date(properties.modified, properties.created),
+    )
 
 
 def _pptx_shape_lines(shape: BaseShape, depth: int = 0) -> list[str]:
@@ -332,9 +366,10 @@ def read_xlsx(path: Path, data: bytes) -> Read:
                 rows.append(values)
             blocks.append("\n".join(table_lines(rows, informative_name(sheet.title), more_rows=more)))
         title = first_title(workbook.properties.title or "")
+        dated = metadata_date(workbook.properties.modified, workbook.properties.created)
     finally:
         workbook.close()
-    return title, _join(blocks)
+    return title, _join(blocks), dated
 
 
 def _xlsx_value(cell: Any) -> str:
@@ -372,13 +407,13 @@ def read_csv(path: Path, data: bytes) -> Read:
             more = _rows_left_out(MAX_TABLE_ROWS, None)
             break
         rows.append(row)
-    return "", "\n".join(table_lines(rows, more_rows=more))
+    return "", "\n".join(table_lines(rows, more_rows=more)), None
 
 
 def read_odt(path: Path, data: bytes) -> Read:
     """OpenDocument text: headings, paragraphs, lists and tables in document order."""
     from odf import opendocument
-    from odf.namespaces import DCNS
+    from odf.namespaces import DCNS, METANS
 
     document = opendocument.load(io.BytesIO(data))
     if document.text is None:  # odfpy loads an archive without content.xml as an empty document
@@ -387,10 +422,18 @@ def read_odt(path: Path, data: bytes) -> Read:
     headings: list[str] = []
     _odf_blocks(document.text, blocks, headings, 0)
     metadata_title = ""
+    dates: dict[str, str] = {}
     for element in document.meta.childNodes:
-        if getattr(element, "qname", None) == (DCNS, "title"):
+        qname = getattr(element, "qname", None)
+        if qname == (DCNS, "title"):
             metadata_title = _odf_text(element)
-    return first_title(metadata_title, headings[0] if headings else ""), _join(blocks)
+        elif qname == (DCNS, "date") or qname == (METANS, "creation-date"):
+            dates[qname[1]] = _odf_text(element)
+    return (
+        first_title(metadata_title, headings[0] if headings else ""),
+        _join(blocks),
+        metadata_date(dates.get("date"), dates.get("creation-date")),
+    )
 
 
 def _odf_blocks(element: Any, blocks: list[str], headings: list[str], depth: int) -> None:
@@ -514,20 +557,23 @@ def read_epub(path: Path, archive: zipfile.ZipFile) -> Read:
         blocks.append(text)
     title_element = package.find("opf:metadata/dc:title", _OPF_NS)
     metadata_title = "".join(title_element.itertext()) if title_element is not None else ""
-    return first_title(metadata_title, *chapter_titles[:3]), _join(blocks)
+    date_element = package.find("opf:metadata/dc:date", _OPF_NS)
+    dated = metadata_date("".join(date_element.itertext())) if date_element is not None else None
+    return first_title(metadata_title, *chapter_titles[:3]), _join(blocks), dated
 
 
 def read_pdf(path: Path, data: bytes) -> Read:
     """PDF through pdfplumber: each page's text outside its tables, and each table as rows, in page order. pypdf
     (the scraper's reader) when pdfplumber cannot read the file or finds no text in it."""
     try:
-        title, text = _pdfplumber_text(data)
+        title, text, dated = _pdfplumber_text(data)
     except Exception:  # noqa: BLE001 - pdfminer raises anything on malformed files; pypdf gets its own try
-        title, text = "", ""
+        title, text, dated = "", "", None
     if text.strip():
-        return title, text
+        return title, text, dated
     try:
-        return pdf_text(data)  # the owner's own files: no page or size limits (those are for PDFs off the web)
+        # The owner's own files: no page or size limits (those are for PDFs off the web).
+        return (*pdf_text(data), None)
     except PdfError as exc:
         raise DocumentError(f"not a readable PDF file: {exc}") from exc
 
@@ -538,6 +584,7 @@ def _pdfplumber_text(data: bytes) -> Read:
     pages: list[str] = []
     with pdfplumber.open(io.BytesIO(data)) as pdf:
         metadata_title = pdf.metadata.get("Title", "")
+        dated = metadata_date(pdf.metadata.get("ModDate"), pdf.metadata.get("CreationDate"))
         for page in pdf.pages:
             tables = page.find_tables()
             boxes = [table.bbox for table in tables]
@@ -556,7 +603,7 @@ def _pdfplumber_text(data: bytes) -> Read:
             pages.append("\n".join(text for _, text in sorted(placed, key=lambda item: item[0]) if text.strip()))
             page.close()  # pdfplumber caches each page's objects until the file closes
     first_line, text = extract_text(_join(pages), "text/plain", "")
-    return first_title(metadata_title, first_line), text
+    return first_title(metadata_title, first_line), text, dated
 
 
 # --- The table of formats --------------------------------------------------------------------------------
@@ -611,13 +658,14 @@ def parse_document(path: Path, data: bytes) -> ParsedDocument:
     if fmt is None:
         raise DocumentError(f"unsupported file type {path.suffix or '(none)'}")
     source = ""
+    dated = None
     if fmt.read is None:
         title, text, source = read_markup(path, data, fmt.content_type)
     else:
         if fmt.zipped:
             open_zip(data, fmt.name).close()
         try:
-            title, text = fmt.read(path, data)
+            title, text, dated = fmt.read(path, data)
         except DocumentError:
             raise
         # Each library raises its own errors, and on a malformed file also KeyError, ValueError, lxml's and
@@ -633,6 +681,7 @@ def parse_document(path: Path, data: bytes) -> ParsedDocument:
         text=text,
         content_type=fmt.content_type,
         source=source,
+        metadata_date=dated,
     )
 
 

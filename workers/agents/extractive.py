@@ -11,11 +11,13 @@ An answer to a question about a finished research is the stored sentences that b
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from research.collection.standing import describe, is_current
 from research.record.memory import memory_key
 from research.text.lexical import (
     BM25,
@@ -491,11 +493,17 @@ class _Item:
     text: str
     quotes: dict[int, str] = field(default_factory=dict)  # source number → quote
     bag: dict[str, int] = field(default_factory=dict)
+    # What the sentence's sources are, when none of them is current: "an archived document of 31 Dec 2024".
+    older: str = ""
+    # Said after the sentence when it is kept from such sources alone: the reader must know the figure is old.
+    note: str = ""
+    # The newest date of its sources (None: none is dated).
+    dated: datetime.date | None = None
 
     def as_sentence(self) -> dict[str, Any]:
         numbers = sorted(self.quotes)
         return {
-            "text": self.text,
+            "text": f"{self.text} {self.note}" if self.note else self.text,
             "sources": numbers,
             "quotes": [{"source": n, "quote": self.quotes[n]} for n in numbers],
         }
@@ -537,6 +545,7 @@ def _report(
         else:
             # Ranked by what they carry alone: the section keeps MAX_SECTION_SENTENCES, figures first.
             leftovers.append((weight(item.text, (), rules_wanted), item))
+    sections_items, leftovers = _newest_current(sections_items, leftovers)
     sections = [_section(heading, found) for heading, found in zip(headings, sections_items, strict=True) if found]
     if leftovers:
         sections.append(_section(LEFTOVER_HEADING, leftovers))
@@ -583,8 +592,17 @@ def write_section(
     """One section in report_writer.SECTION_SCHEMA's shape: the outline's sentences, in its order, each citing
     every given source it came from with its quote; one paragraph per first-cited source, as in the whole report."""
     by_text = {item.text.casefold(): item for item in _items(sources)}
-    found = [by_text.get(" ".join(learning.split()).casefold()) for learning in learnings]
-    return {"paragraphs": _by_first_source([item for item in found if item is not None]), "subsections": []}
+    found = []
+    for learning in learnings:
+        text = " ".join(learning.split())
+        # An outdated sentence the outline kept carries its note ("(from an archived document ...)"): the same
+        # sentence, said again here with it.
+        noted = _OLDER_NOTE.search(text)
+        item = by_text.get((text[: noted.start()] if noted else text).casefold())
+        if item is not None:
+            item.note = noted.group(1) if noted else ""
+            found.append(item)
+    return {"paragraphs": _by_first_source(found), "subsections": []}
 
 
 def section_from_findings(sources: list[SourceNote]) -> dict[str, Any]:
@@ -606,7 +624,70 @@ def _items(sources: list[SourceNote]) -> list[_Item]:
             if item is None:
                 item = by_text[key] = _Item(text=text, bag=counts(terms(text)))
             item.quotes.setdefault(source.number, quote)
+    by_number = {source.number: source for source in sources}
+    for item in by_text.values():
+        givers = [by_number[number] for number in item.quotes]
+        item.dated = max((source.dated for source in givers if source.dated), default=None)
+        if givers and not any(is_current(source.standing) for source in givers):
+            newest = max(givers, key=lambda source: source.dated or datetime.date.min)
+            item.older = _older(newest)
     return list(by_text.values())
+
+
+def _older(source: SourceNote) -> str:
+    """How a sentence names the kind of document it comes from: "an archived document of 31 Dec 2024"."""
+    kind = f"{'an' if source.standing[:1] in 'aeiou' else 'a'} {source.standing} document"
+    return f"{kind} of {describe('', source.dated)}" if source.dated else kind
+
+
+def _has_figure(text: str) -> bool:
+    """Whether a sentence states a figure: a number that is not only a year ("in 2025")."""
+    return any(not _YEAR_ONLY.fullmatch(number) for number in _NUMBER.findall(text))
+
+
+def _newest_current(
+    sections: list[list[tuple[float, _Item]]], leftovers: list[tuple[float, _Item]]
+) -> tuple[list[list[tuple[float, _Item]]], list[tuple[float, _Item]]]:
+    """The sections without the figures of draft, archived and superseded sources that a current source answers.
+
+    A sentence whose every source is outdated and that states a figure is dropped when its section (the aspect it
+    answers) has a current sentence stating a figure, or when a current sentence stating a figure shares
+    MIN_SHARED_TERMS of its words: the reader asked for the figure, and the newest current one is it. Kept
+    otherwise, saying where it comes from ("(from an archived document of 31 Dec 2024)"): an old figure is
+    better than none, if the reader can tell it is old. Among current sources the newest wins the same way: a
+    figure of a current source dated NEWER_BY or more before another current source's figure that shares
+    MIN_SHARED_TERMS of its words in the same section is dropped (last year's press release beside this year's
+    handbook)."""
+    everything = [item for found in [*sections, leftovers] for _, item in found]
+    # Words many of the report's sentences share (the company's name) say nothing of what a sentence is about.
+    frequency = counts(term for item in everything for term in item.bag)
+    common = {term for term, count in frequency.items() if count > max(2, len(everything) // 5)}
+    current_bags = [set(item.bag) - common for item in everything if not item.older and _has_figure(item.text)]
+
+    def kept(found: list[tuple[float, _Item]], answered: bool) -> list[tuple[float, _Item]]:
+        newer = [item for _, item in found if not item.older and item.dated and _has_figure(item.text)]
+        result = []
+        for score, item in found:
+            if item.older and _has_figure(item.text):
+                if answered or any(len((set(item.bag) - common) & bag) >= MIN_SHARED_TERMS for bag in current_bags):
+                    continue
+                item.note = f"(from {item.older})"
+            elif item.dated and _has_figure(item.text) and any(_superseded_by(item, other, common) for other in newer):
+                continue
+            result.append((score, item))
+        return result
+
+    def has_current_figure(found: list[tuple[float, _Item]]) -> bool:
+        return any(not item.older and _has_figure(item.text) for _, item in found)
+
+    return [kept(found, has_current_figure(found)) for found in sections], kept(leftovers, False)
+
+
+def _superseded_by(item: _Item, other: _Item, common: set[str]) -> bool:
+    """Whether `other`, a current figure dated NEWER_BY or more after `item`, says the same thing anew."""
+    if item.dated is None or other.dated is None or other.dated - item.dated < NEWER_BY:
+        return False
+    return len((set(item.bag) & set(other.bag)) - common) >= MIN_SHARED_TERMS
 
 
 def _section(heading: str, found: list[tuple[float, _Item]]) -> dict[str, Any]:
@@ -647,7 +728,11 @@ MAX_MEMORY_INSIGHTS = 24
 MAX_CONTRADICTIONS = 5
 # Two findings are about the same thing when they share this many content terms besides numbers.
 MIN_SHARED_TERMS = 3
+# A current source this much older than another current one on the same figure is last period's word.
+NEWER_BY = datetime.timedelta(days=180)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_YEAR_ONLY = re.compile(r"(?:19|20|21)\d\d")
+_OLDER_NOTE = re.compile(r" (\(from an? (?:draft|archived|superseded) document[^()]*\))$")
 _GAP_TEMPLATE = "What do the sources state about {phrase}?"
 _GAP_FORM = re.compile(r"^What do the sources state about (.+)\?$")
 
@@ -657,6 +742,7 @@ def update_memory(prompt: str, objective: str, sources: list[MemorySource], know
     that no finding mentions as gaps, and findings of two pages on the same terms with different figures as
     contradictions. Open gaps every term of which a finding mentions are answered."""
     findings = [(source.website_id, fact) for source in sources for fact, _quote in source.findings if fact.strip()]
+    outdated = {source.website_id for source in sources if not is_current(source.standing)}
     bags = [set(terms(fact)) for _, fact in findings]
     insights: dict[str, Note] = {}
     for website_id, fact in findings:
@@ -679,7 +765,7 @@ def update_memory(prompt: str, objective: str, sources: list[MemorySource], know
     update = MemoryUpdate(
         insights=list(insights.values())[:MAX_MEMORY_INSIGHTS],
         gaps=distinct(gaps),
-        contradictions=_contradictions(findings, bags),
+        contradictions=_contradictions(findings, bags, outdated),
         answered_gaps=answered,
     )
     return update
@@ -689,9 +775,13 @@ def _wanted(text: str) -> set[str]:
     return set(terms(text)) - _OBJECTIVE_WORDS
 
 
-def _contradictions(findings: list[tuple[int, str]], bags: list[set[str]]) -> list[Note]:
+def _contradictions(
+    findings: list[tuple[int, str]], bags: list[set[str]], outdated: Collection[int] = ()
+) -> list[Note]:
     """Pairs of findings from different pages that share content terms and each give a figure the other does not:
-    the pages measured the same thing differently (or measured different things alike: the reader checks both)."""
+    the pages measured the same thing differently (or measured different things alike: the reader checks both).
+    A current page and an `outdated` one (draft, archived, superseded) do not disagree: the current one is the
+    newer word, and the report gives it alone."""
     numbers = [set(_NUMBER.findall(fact)) for _, fact in findings]
     found: list[Note] = []
     pairs: set[tuple[int, int]] = set()
@@ -700,6 +790,8 @@ def _contradictions(findings: list[tuple[int, str]], bags: list[set[str]]) -> li
             second_id, second = findings[j]
             pair = (min(first_id, second_id), max(first_id, second_id))
             if first_id == second_id or pair in pairs or not numbers[i] or not numbers[j]:
+                continue
+            if (first_id in outdated) != (second_id in outdated):
                 continue
             shared = bags[i] & bags[j]
             if len(shared) < MIN_SHARED_TERMS or numbers[i] <= numbers[j] or numbers[j] <= numbers[i]:
@@ -812,6 +904,9 @@ def answer(question: str, prompt: str, sources: list[SourceNote]) -> Answer:
     if not scored:
         return Answer([], "no", _dig_query(question, prompt))
     best = [items[index] for _, index in sorted(scored, key=lambda pair: (-pair[0], pair[1]))[:MAX_ANSWER_SENTENCES]]
+    for item in best:
+        if item.older and _has_figure(item.text):
+            item.note = f"(from {item.older})"  # an old figure, said to be old, as in the report
     covered = set().union(*(item.bag.keys() for item in best)) & wanted.keys()
     verdict = "yes" if len(covered) == len(wanted) else "partly"
     return Answer(

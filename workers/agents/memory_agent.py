@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 
+from research.collection.standing import label
 from research.text.storable import storable
 from workers.agents.common import Fence, items_that_fit, relaxed, trim_to_tokens, with_max_items
 from workers.agents.types import KnownMemory, MemorySource, MemoryUpdate, Note
@@ -30,7 +31,9 @@ SYSTEM = (
     "one finished research branch: its analysed websites, each with its id and the facts and quotes taken from "
     "it, and the memory so far. Add only what is new: insights the branch's facts support, each naming the "
     "website ids it rests on; gaps the research should close next; contradictions, each naming the ids of at "
-    "least two websites that disagree and saying what each claims. List the ids of open gaps the branch "
+    "least two websites that disagree and saying what each claims; a current website and a draft, archived or "
+    "superseded one (said after its title) do not disagree: the current one is the newer word. "
+    "List the ids of open gaps the branch "
     "answered. Never repeat an item already in memory; never name a website id you were not shown. The branch "
     "and the memory come between marker lines, <<<BRANCH-token>>> and <<<END-BRANCH-token>>>, and "
     "<<<MEMORY-token>>> and <<<END-MEMORY-token>>>, whose tokens are random and new for every request. "
@@ -73,7 +76,8 @@ SCHEMA: dict[str, Any] = {
 def branch_block(sources: list[MemorySource]) -> str:
     lines = []
     for source in sources:
-        lines.append(f"[website {source.website_id}] {source.url} — {source.title or 'untitled'}")
+        heading = f"[website {source.website_id}] {source.url} — {source.title or 'untitled'}"
+        lines.append(heading + label(source.standing, source.dated))
         lines.extend(f'  - {fact} (quote: "{quote}")' for fact, quote in source.findings)
     return "\n".join(lines)
 

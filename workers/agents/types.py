@@ -1,6 +1,7 @@
 """The values the agents take and return, shared by the LLM agents and the extractive engine (the two engines of
 workers/agents/engines.py) and by the pipeline: one module, so that neither engine imports the other for them."""
 
+import datetime
 from dataclasses import dataclass, field
 
 # --- Queries (query_generator) ---
@@ -40,6 +41,10 @@ class SourceNote:
     title: str
     findings: list[tuple[str, str]] = field(default_factory=list)  # (fact, quote)
     ids: list[int] = field(default_factory=list)  # each finding's Extract id, where the pipeline knows it
+    # The page's date and standing (current, draft, archived, superseded: research/collection/standing.py), so a
+    # writer can prefer the newest current figure and name an older one as what it is.
+    dated: datetime.date | None = None
+    standing: str = "current"
 
 
 # --- Memory (memory_agent) ---
@@ -53,6 +58,8 @@ class MemorySource:
     url: str
     title: str
     findings: list[tuple[str, str]] = field(default_factory=list)  # (fact, quote)
+    dated: datetime.date | None = None  # the page's date and standing, as SourceNote's
+    standing: str = "current"
 
 
 @dataclass(frozen=True)

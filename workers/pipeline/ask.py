@@ -114,21 +114,26 @@ def relevant_sources(research_id: ResearchId, question: str) -> tuple[list[Sourc
     rows = list(
         Extract.objects.filter(research_id=research_id)
         .order_by("website__query__depth", "website_id", "position")
-        .values_list("website__url", "website__title", "fact", "quote")
+        .values_list(
+            "website__url", "website__title", "fact", "quote", "website__page__dated", "website__page__standing"
+        )
     )
     if not wanted or not rows:
         return [], PageTexts(research_id, [])
-    chosen = _best([counts(terms(f"{fact} {quote}")) for _, _, fact, quote in rows], wanted, MAX_FINDINGS)
+    chosen = _best([counts(terms(f"{row[2]} {row[3]}")) for row in rows], wanted, MAX_FINDINGS)
     # A question in other words than the pages' matches little: the first findings of the tree (the top-level
     # branches' first) fill the rest, so that a model can still answer it, or say that they do not.
     taken = set(chosen)
     chosen += [index for index in range(len(rows)) if index not in taken][: MAX_FINDINGS - len(chosen)]
     by_url: dict[str, SourceNote] = {}
     for index in chosen:
-        url, title, fact, quote = rows[index]
+        url, title, fact, quote, dated, standing = rows[index]
         note = by_url.get(url)
         if note is None:
-            note = by_url[url] = SourceNote(number=len(by_url) + 1, url=url, title=title)
+            # Its date and standing: the answer, like the report, names which of its sources are old.
+            note = by_url[url] = SourceNote(
+                number=len(by_url) + 1, url=url, title=title, dated=dated, standing=standing or "current"
+            )
         if (fact, quote) not in note.findings:
             note.findings.append((fact, quote))
     _add_passages(research_id, wanted, list(by_url.values())[:MAX_PASSAGE_PAGES])

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from research.collection.standing import label
 from research.text.links import inert_text, link_target, link_title, pages_by_link
 from research.text.quotes import PageText
 from workers.agents.report_writer import SourceNote
@@ -26,7 +27,8 @@ _LINK_TEXT = r"(?:[^\[\]]|\[[^\[\]]*\])*"
 _LINK_TARGET = r"(?:[^\s()<>]|\([^\s()<>]*\))+"
 _BARE_URL_TAIL = r"(?:[^\s()<>\[\]]|\([^\s()<>\[\]]*\))+"
 _MD_LINK = re.compile(rf"(?<!\\)!?\[({_LINK_TEXT})\]\(\s*<?({_LINK_TARGET})>?(?:\s+\"[^\"]*\")?\s*\)")
-_BARE_URL = re.compile(rf"(?:https?|ftp|javascript|data|file):{_BARE_URL_TAIL}", re.IGNORECASE)
+# Not before a backtick: Sphinx roles (":py:data:`~socket.SO_REUSEPORT`") are text quoted from documentation.
+_BARE_URL = re.compile(rf"(?:https?|ftp|javascript|data|file):(?!`){_BARE_URL_TAIL}", re.IGNORECASE)
 _INLINE_MARK = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _WORD = re.compile(r"\w+")
 # A tooltip, not a page: a longer quote is cut there (the sources list keeps it whole).
@@ -218,7 +220,8 @@ def _sources_list(renderer: _Renderer) -> list[str]:
     for number, report_number in by_report_number:
         source = renderer.sources[number]
         title_text = renderer.clean_text(source.title) or inert_text(source.url)
-        entry = f"{report_number}. [{title_text}]({link_target(source.url)})"
+        # Its date and standing, so a reader sees at once which sources are old: "(archived, 31 Dec 2024)".
+        entry = f"{report_number}. [{title_text}]({link_target(source.url)}){label(source.standing, source.dated)}"
         quoted = renderer.quotes_used.get(number)
         if quoted:
             # A page's words as written: they form no link and no tag.

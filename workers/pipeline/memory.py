@@ -22,6 +22,7 @@ from research.models import (
     Extract,
     MemoryItem,
     MemoryKind,
+    Page,
     Research,
     ResearchStatus,
     SerpQuery,
@@ -89,15 +90,16 @@ def _sources(query_id: int) -> list[MemorySource]:
     by_id: dict[int, MemorySource] = {}
     with database.prepared_cursor() as cursor:
         cursor.execute(
-            f"SELECT w.id, w.url, w.title, e.fact, e.quote FROM {Website._meta.db_table} w "
-            f"JOIN {Extract._meta.db_table} e ON e.website_id = w.id WHERE w.query_id = %s AND w.status = %s "
+            f"SELECT w.id, w.url, w.title, e.fact, e.quote, p.dated, p.standing FROM {Website._meta.db_table} w "
+            f"JOIN {Extract._meta.db_table} e ON e.website_id = w.id "
+            f"LEFT JOIN {Page._meta.db_table} p ON p.id = w.page_id WHERE w.query_id = %s AND w.status = %s "
             "ORDER BY w.position, w.id, e.position, e.id",
             [query_id, WebsiteStatus.ANALYZED],
         )
-        for pk, url, title, fact, quote in cursor.fetchall():
+        for pk, url, title, fact, quote, dated, standing in cursor.fetchall():
             source = by_id.get(pk)
             if source is None:
-                source = by_id[pk] = MemorySource(pk, url, title)
+                source = by_id[pk] = MemorySource(pk, url, title, dated=dated, standing=standing or "current")
             source.findings.append((fact, quote))
     return list(by_id.values())
 

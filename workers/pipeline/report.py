@@ -193,15 +193,7 @@ def _packet(sources: list[SourceNote], plan: dict[str, Any]) -> list[SourceNote]
     packet = []
     for source in given:
         kept = [(pk, finding) for pk, finding in zip(source.ids, source.findings, strict=False) if pk in findings]
-        packet.append(
-            SourceNote(
-                number=source.number,
-                url=source.url,
-                title=source.title,
-                findings=[finding for _, finding in kept],
-                ids=[pk for pk, _ in kept],
-            )
-        )
+        packet.append(replace(source, findings=[finding for _, finding in kept], ids=[pk for pk, _ in kept]))
     return [source for source in packet if source.findings] or given
 
 
@@ -665,13 +657,17 @@ def _read_sources(research_id: ResearchId) -> _Collected:
     rows = (
         Extract.objects.filter(research_id=research_id)
         .order_by("website__query__depth", "website__query_id", "website__position", "position")
-        .values_list("pk", "website__url", "website__title", "fact", "quote")
+        .values_list(
+            "pk", "website__url", "website__title", "fact", "quote", "website__page__dated", "website__page__standing"
+        )
     )
     by_url: dict[str, SourceNote] = {}
-    for pk, url, title, fact, quote in rows:
+    for pk, url, title, fact, quote, dated, standing in rows:
         note = by_url.get(url)
         if note is None:
-            note = by_url[url] = SourceNote(number=len(by_url) + 1, url=url, title=title)
+            note = by_url[url] = SourceNote(
+                number=len(by_url) + 1, url=url, title=title, dated=dated, standing=standing or "current"
+            )
         note.findings.append((fact, quote))
         note.ids.append(pk)
     sources = list(by_url.values())

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
-from research.collection.documents import fetch_link, may_fetch
+from research.collection.documents import fetch_link, may_fetch, page_standing
 from research.control import dispatch
 from research.control.dispatch import QUEUED
 from research.live import push
@@ -334,6 +334,7 @@ def _store_page(
         if fetched is not None:
             page.title, page.http_status = fetched.title[:1000], fetched.status_code
             page.content_type = fetched.content_type[:200]
+            page.dated, page.standing = page_standing(page.url, page.title, fetched.text)
             if not _page_fetched(page, fetched, now):
                 return Stored(False)  # a takeover finished it first
             return _fetched_to_analysis(research_id, page, keep, claimed_by)
@@ -402,7 +403,8 @@ def _page_fetched(page: Page, fetched: FetchedPage, now: datetime) -> bool:
     with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {Page._meta.db_table} SET status = %s, final_url = %s, title = %s, text = %s, http_status = %s, "
-            "content_type = %s, bytes_read = %s, fetched_at = %s WHERE id = %s AND status = %s",
+            "content_type = %s, bytes_read = %s, fetched_at = %s, dated = %s, standing = %s "
+            "WHERE id = %s AND status = %s",
             [
                 PageStatus.FETCHED,
                 fetched.final_url,
@@ -412,6 +414,8 @@ def _page_fetched(page: Page, fetched: FetchedPage, now: datetime) -> bool:
                 page.content_type,
                 fetched.bytes_read,
                 now,
+                page.dated,
+                page.standing,
                 page.pk,
                 PageStatus.FETCHING,
             ],
