@@ -92,3 +92,21 @@ def test_scrape_that_finds_no_host_slot_is_retried_not_failed(user, fakes, fake_
     assert Page.objects.get(research=research, url=url).status == PageStatus.FETCHED
     assert Website.objects.get(pk=website.pk).status == WebsiteStatus.ANALYZING
     assert published == ["workers.tasks.analyze_website_task"]
+
+
+@pytest.mark.django_db
+def test_a_late_heartbeat_never_leases_again_a_page_its_fetch_gave_up(user, fake_web) -> None:
+    from workers.pipeline.heartbeat import Heartbeat
+
+    # given a page its fetch holds, then gives up (no host slot: its lease cleared for the retry)
+    research = running_research(user, breadth=1, depth=1)
+    page = Page.objects.create(research=research, url=fake_web.page_url("given-up"), status=PageStatus.FETCHING)
+    heartbeat = Heartbeat()
+    heartbeat.hold(Page, page.pk)
+    Page.objects.filter(pk=page.pk).update(claimed_at=None)
+    # when a beat that read the held rows before the release renews them
+    renewed = heartbeat.beat()
+    heartbeat.release(Page, page.pk)
+    # then the page stays free for the retry to take at once
+    assert renewed == 0
+    assert Page.objects.get(pk=page.pk).claimed_at is None

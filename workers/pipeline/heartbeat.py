@@ -64,13 +64,17 @@ class Heartbeat:
             return list(self._held)
 
     def beat(self) -> int:
-        """Renew every held lease now; returns how many rows were renewed."""
+        """Renew every held lease now; returns how many rows were renewed.
+
+        Only a lease still held (`claimed_at` set) is renewed. A step that gives its row up (a fetch with no host
+        slot frees its page) may do so while a beat that read the held rows just before is in flight: renewed
+        after that, the row looked leased again, and its retry waited a whole lease for a fetcher that had gone."""
         by_model: dict[type[LeasedRow], list[Any]] = {}
         for model, pk in self.held():
             by_model.setdefault(model, []).append(pk)
         now, renewed = timezone.now(), 0
         for model, pks in by_model.items():
-            renewed += model.objects.filter(pk__in=pks).update(claimed_at=now)
+            renewed += model.objects.filter(pk__in=pks, claimed_at__isnull=False).update(claimed_at=now)
         return renewed
 
     def _run(self) -> None:
