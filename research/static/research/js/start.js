@@ -124,6 +124,7 @@ export class StartFlow {
       );
     }
     return this.waiting(async (current) => {
+      this.askStatus.textContent = WAITING_TEXT; // at once: the server may hold the request while the model writes
       const answer = await api("/api/research/questions", { method: "POST", body: { prompt, num_questions: count } });
       if (!current()) return;
       if (answer.questions) this.showQuestions(answer.research_id, prompt, answer.questions);
