@@ -183,6 +183,40 @@ def test_nothing_analysed_fails_research_instead_of_an_empty_report(
     output = Document.objects.get(research=research, kind="error_output")
     assert output.stats["reason"] == "nothing_analysed"
     assert "/status/404 — http_error" in output.markdown
+    # and its error names the true cause: the pages failed, not the searches
+    assert research.error.startswith("No page could be analysed: all 2 pages found failed (http_error 2)."), research.error
+
+
+def test_pages_that_hold_no_answer_complete_with_an_honest_report_not_a_failure(
+    api, workers, research_model, fake_llm
+) -> None:
+    # given pages that load and are analysed, none of which holds a fact on the request
+    fake_llm.handlers["website_analysis"] = lambda body, schema: {"facts": []}
+    # when
+    research = wait_finished(start_research(api, 2, 1))
+    # then nothing failed, so the research completes: its report says first that no answer was found, what was
+    # searched and read, and how to go on, and it cites nothing
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    assert research.error == ""
+    assert not Document.objects.filter(research=research, kind="error_output").exists()
+    report = Document.objects.get(research=research, kind="report")
+    analysed = Website.objects.filter(research=research, status=WebsiteStatus.ANALYZED)
+    assert analysed.exists() and not Extract.objects.filter(research=research).exists()
+    assert report.stats["outcome"] == "unanswered"
+    assert report.stats["pages_analysed"] == len(set(analysed.values_list("url", flat=True)))
+    note = report.markdown.split("\n\n")[1]
+    assert note.startswith("> **No answer found.**"), report.markdown[:400]
+    headings = re.findall(r"^## (.+)$", report.markdown, re.MULTILINE)
+    assert headings[:2] == ["What was searched", "What was read"] and headings[-1] == "How to go on"
+    for query in SerpQuery.objects.filter(research=research).values_list("query", flat=True):
+        assert f"“{query}”" in report.markdown
+    for title in set(analysed.values_list("title", flat=True)):
+        assert title in report.markdown
+    assert cited_urls(report.markdown) == []
+    # and the page shows that outcome, with the way on (Dig deeper) open
+    snapshot = build_snapshot(research.pk)
+    assert snapshot["report"]["stats"]["outcome"] == "unanswered"
+    assert snapshot["research"]["status"] == "completed" and not snapshot["research"]["stop_reason"]
 
 
 def test_fabricated_urls_and_quotes_do_not_survive(api, workers, research_model) -> None:

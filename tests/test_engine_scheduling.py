@@ -123,6 +123,7 @@ def test_time_budget_reached_before_anything_was_analysed_fails_research_with_er
     assert (research.partial, research.stop_reason) == (True, "budget_seconds")
     assert Event.objects.filter(research=research, type="budget_reached").count() == 1
     assert research.status == ResearchStatus.FAILED
+    assert research.error.startswith("The research reached its time budget"), research.error
     output = Document.objects.get(research=research, kind="error_output")
     assert output.stats["reason"] == "nothing_analysed"
     assert "## Queries and their states" in output.markdown

@@ -46,7 +46,7 @@ from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.clients import model_window
 from workers.clients.llm import charged_to
-from workers.pipeline import heartbeat, relevance
+from workers.pipeline import heartbeat, outcome, relevance
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import held_status, state_sql, step_row
@@ -111,13 +111,7 @@ def _plan(research_id: str) -> None:
     if not sections.exists():
         sources, _ = collect_sources(research_id, *_sources_allowance(research))
         if not sources:
-            fail_research(
-                research_id,
-                reason="nothing_analysed",
-                what="No page could be analysed: every search failed or found nothing usable, or every page failed.",
-                impact="A report needs sources, so none was written; every query and page is listed below with "
-                "its fate.",
-            )
+            _without_findings(research)
             return
         answers, objectives = _context(research)
         with charged_to(research_id, reporting=True):
@@ -156,6 +150,23 @@ def _plan(research_id: str) -> None:
             dispatch.SECTION.each_on_commit(unwritten, research_id)
         else:  # an outline with no section, or a retry that finds every section written
             _hand_to_assembly(research_id)
+
+
+def _without_findings(research: Research) -> None:
+    """A finished tree with no finding: a failure where no page could be read (its cause named), else the honest
+    report that the pages read do not answer the request (workers/pipeline/outcome.py)."""
+    found = outcome.tree_outcome(research.pk)
+    cause = outcome.failure_cause(research, found)
+    if cause is not None:
+        fail_research(
+            research.pk,
+            reason="nothing_analysed",
+            what=cause,
+            impact="A report needs sources, so none was written; every query and page is listed below with its fate.",
+        )
+        return
+    markdown, stats = outcome.unanswered_report(research, found)
+    _store(str(research.pk), markdown, stats, research.title)
 
 
 def _outline_sections(outline: dict[str, Any]) -> list[dict[str, Any]]:
@@ -436,7 +447,12 @@ def _write(research_id: str) -> None:
         # A report that cites nothing is not a research result (the model ignored its sources): fail the step.
         raise RuntimeError("the report cites none of the analysed pages")
     stats["sources_available"] = len(sources)
+    _store(research_id, markdown, stats, research.title)
 
+
+def _store(research_id: str, markdown: str, stats: dict[str, Any], title: str) -> None:
+    """Store the report of the version being written (once) and complete the research, which takes the report's
+    title (`title` where it has none) unless its user named it."""
     with research_transaction(research_id, ending=True):
         # Cancelled or failed while the report was being written: it is not stored.
         version = (
@@ -455,9 +471,9 @@ def _write(research_id: str) -> None:
             # Another writer stored one first (a lease that ran out while this one wrote): that one stands, and
             # the research must not stay unfinished because of it.
             markdown = Document.objects.get(**key).markdown
-            _complete(research_id, report_title(markdown) or research.title)
+            _complete(research_id, report_title(markdown) or title)
             return
-        _complete(research_id, report_title(markdown)[:200] or research.title)
+        _complete(research_id, report_title(markdown)[:200] or title)
         record_event(research_id, EventType.REPORT_WRITING_SUCCESSFUL, stats)
 
 

@@ -344,19 +344,18 @@ export class ResearchView {
     this.deepen.render(snapshot, ready && this.conversation.settled);
   }
 
-  // A report whose sources do not bear on the request says so above the header's status, not only in its text.
+  // A report whose sources do not bear on the request, or that found no answer at all, says so above the header's
+  // status, not only in its text.
   renderOffTopic(report) {
-    const relevance = report && report.stats ? report.stats.relevance : null;
-    const offTopic = Boolean(relevance) && relevance.verdict === "off_topic";
+    const stats = report && report.stats ? report.stats : {};
+    const text = outcomeText(stats);
     if (!this.el.offTopic) {
-      if (!offTopic) return;
+      if (!text) return;
       this.el.offTopic = h("div", { class: "notice notice-off-topic", id: "r-off-topic", role: "status" });
       this.el.partial.after(this.el.offTopic);
     }
-    this.el.offTopic.textContent = offTopic
-      ? "The sources found do not cover this request: the report says what they contain, not an answer."
-      : "";
-    show(this.el.offTopic, offTopic);
+    this.el.offTopic.textContent = text;
+    show(this.el.offTopic, Boolean(text));
   }
 
   async loadDocument(name, document, url, container) {
@@ -675,4 +674,17 @@ export class ResearchView {
       this.el.cancel.disabled = false;
     }
   }
+}
+
+// What the report's outcome tells a reader before its text: no answer found, or sources that do not cover the request.
+function outcomeText(stats) {
+  if (stats.outcome === "unanswered") {
+    const pages = stats.pages_analysed === 1 ? "the page" : `the ${stats.pages_analysed} pages`;
+    return `No answer found: ${pages} read hold nothing on this request. The report says what was searched and read, and how to go on.`;
+  }
+  const relevance = stats.relevance;
+  if (relevance && relevance.verdict === "off_topic") {
+    return "The sources found do not cover this request: the report says what they contain, not an answer.";
+  }
+  return "";
 }
