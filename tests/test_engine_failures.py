@@ -2,6 +2,7 @@
 search results."""
 
 import html
+import json
 import re
 
 import pytest
@@ -217,6 +218,25 @@ def test_pages_that_hold_no_answer_complete_with_an_honest_report_not_a_failure(
     snapshot = build_snapshot(research.pk)
     assert snapshot["report"]["stats"]["outcome"] == "unanswered"
     assert snapshot["research"]["status"] == "completed" and not snapshot["research"]["stop_reason"]
+
+
+def test_a_branch_whose_pages_hold_nothing_is_named_as_the_part_left_unanswered(
+    api, workers, research_model, fake_llm
+) -> None:
+    # given a request in two parts, the second of which no page speaks to (its branch's pages give no fact)
+    research_model.top_names = ["cold-climate efficiency", "noise at night"]
+    fake_llm.handlers["website_analysis"] = lambda body, schema: (
+        {"facts": []} if "noise at night" in json.dumps(body) else research_model.analysis(body, schema)
+    )
+    # when
+    research = wait_finished(start_research(api, 2, 2))
+    # then the report is written from the first part, and says first that the second found nothing
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    report = Document.objects.get(research=research, kind="report")
+    assert report.stats["unanswered_queries"] == ["noise at night"]
+    note = report.markdown.split("\n\n")[1]
+    assert note.startswith("> **Partly answered.** The sources read found nothing on “noise at night”"), note
+    assert cited_urls(report.markdown)
 
 
 def test_fabricated_urls_and_quotes_do_not_survive(api, workers, research_model) -> None:

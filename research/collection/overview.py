@@ -33,7 +33,7 @@ class Titled:
 @dataclass(frozen=True)
 class Overview:
     documents: int
-    # (folder, documents in it), most documents first.
+    # (folder, documents in it), most documents first, then by name.
     folders: list[tuple[str, int]] = field(default_factory=list)
     closest: list[Titled] = field(default_factory=list)
     newest: list[Titled] = field(default_factory=list)
@@ -58,7 +58,7 @@ def collection_overview(reader_id: int, request: str) -> Overview:
     )
     return Overview(
         documents=len(rows),
-        folders=folders.most_common(MAX_FOLDERS),
+        folders=sorted(folders.items(), key=lambda item: (-item[1], item[0]))[:MAX_FOLDERS],
         closest=closest,
         newest=[Titled(title, dated) for title, dated in newest_rows],
     )

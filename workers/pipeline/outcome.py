@@ -21,7 +21,7 @@ from django.db.models import Count, Q
 
 from research.collection.overview import Overview, collection_overview
 from research.control import budgets
-from research.models import Research, SerpQuery, Website, WebsiteStatus
+from research.models import Extract, QueryStatus, Research, SerpQuery, Website, WebsiteStatus
 
 UNANSWERED = "unanswered"
 # The report lists this many queries and pages, and counts the rest.
@@ -102,12 +102,13 @@ def unanswered_report(research: Research, outcome: TreeOutcome) -> tuple[str, di
     searched = len(outcome.queries)
     pages = "one page" if outcome.pages_analysed == 1 else f"{outcome.pages_analysed:,} pages"
     searches = "one search" if searched == 1 else f"{searched:,} searches"
+    overview = collection_overview(research.owner_id, research.prompt) if _searches_collection() else None
+    covers = ", what the document collection covers," if overview is not None else ""
     lines = [
         f"# {research.title or research.prompt[:200]}",
         "",
         f"> **No answer found.** This research read {pages} from {searches}, and none of them holds a finding on "
-        "the request. Nothing below answers it: it says what was searched and read, what the document collection "
-        "covers, and how to go on.",
+        f"the request. Nothing below answers it: it says what was searched and read{covers} and how to go on.",
         "",
         "## What was searched",
         "",
@@ -118,7 +119,6 @@ def unanswered_report(research: Research, outcome: TreeOutcome) -> tuple[str, di
         *_pages(outcome.read),
         "",
     ]
-    overview = collection_overview(research.owner_id, research.prompt) if _searches_collection() else None
     if overview is not None:
         lines += ["## What the collection covers", "", *_collection(overview), ""]
     lines += ["## How to go on", "", *_next_steps(overview), ""]
@@ -210,3 +210,38 @@ def _inline(text: str) -> str:
     for mark in ("\\", "[", "]", "*", "_", "`", "<", ">"):
         flat = flat.replace(mark, "\\" + mark)
     return flat
+
+
+def unanswered_branches(research_id: Any) -> list[str]:
+    """The top-level queries that searched and read without trouble and whose whole branch found nothing on the
+    request: the parts of a request its sources leave open. Empty where no branch found anything (the report is
+    then the "no answer" one) or every branch found something. A branch that failed or was cancelled is not
+    listed: its cause is a failure, shown with the branch."""
+    rows = list(SerpQuery.objects.filter(research_id=research_id).values_list("pk", "parent_id", "query", "status"))
+    parents = {pk: parent for pk, parent, _, _ in rows}
+
+    def root(pk: int) -> int:
+        while parents.get(pk) is not None:
+            pk = parents[pk]
+        return pk
+
+    with_findings = {
+        root(query_id)
+        for query_id in Extract.objects.filter(research_id=research_id)
+        .values_list("website__query_id", flat=True)
+        .distinct()
+    }
+    if not with_findings:
+        return []
+    tops = [(pk, query, status) for pk, parent, query, status in rows if parent is None]
+    return [query for pk, query, status in sorted(tops) if pk not in with_findings and status == QueryStatus.DONE]
+
+
+def partly_answered_note(queries: list[str]) -> str:
+    """The report's first words when some of the request's branches found nothing."""
+    named = "; ".join(f"“{_inline(query)}”" for query in queries)
+    more = ", add documents that cover it," if _searches_collection() else ""
+    return (
+        f"> **Partly answered.** The sources read found nothing on {named}: the report covers the rest of the "
+        f"request. To go on, reword that part{more} or dig deeper below."
+    )

@@ -434,12 +434,16 @@ def _write(research_id: str) -> None:
     if research.partial:
         markdown = _partial_note(markdown, research, len(sources))
         stats["stop_reason"] = research.stop_reason
-    # Last, so that it is the first thing read: sources that do not bear on the request.
+    # First in the report, so first read: sources that do not bear on the request, or else the parts of the request
+    # no source spoke to.
     found = _relevance(research)
     if found is not None:
         stats["relevance"] = found.as_stats()
-        if found.verdict == relevance.OFF_TOPIC:
-            markdown = _note_under_title(markdown, relevance.off_topic_note(found, len(sources)))
+    if found is not None and found.verdict == relevance.OFF_TOPIC:
+        markdown = _note_under_title(markdown, relevance.off_topic_note(found, len(sources)))
+    elif open_parts := outcome.unanswered_branches(research_id):
+        stats["unanswered_queries"] = open_parts
+        markdown = _note_under_title(markdown, outcome.partly_answered_note(open_parts))
     # The renderer admits no link to a page that was not analysed; should one slip through, it goes, not the report.
     analysed = [source.url for source in sources] + [url for note in memory for url, _ in note.pages]
     markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, analysed)

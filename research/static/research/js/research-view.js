@@ -686,5 +686,9 @@ function outcomeText(stats) {
   if (relevance && relevance.verdict === "off_topic") {
     return "The sources found do not cover this request: the report says what they contain, not an answer.";
   }
+  const open = stats.unanswered_queries || [];
+  if (open.length) {
+    return `Partly answered: the sources read found nothing on ${open.map((q) => `“${q}”`).join("; ")}.`;
+  }
   return "";
 }
