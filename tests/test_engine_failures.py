@@ -185,7 +185,8 @@ def test_nothing_analysed_fails_research_instead_of_an_empty_report(
     assert output.stats["reason"] == "nothing_analysed"
     assert "/status/404 — http_error" in output.markdown
     # and its error names the true cause: the pages failed, not the searches
-    assert research.error.startswith("No page could be analysed: all 2 pages found failed (http_error 2)."), research.error
+    cause = "No page could be analysed: all 2 pages found failed (http_error 2)."
+    assert research.error.startswith(cause), research.error
 
 
 def test_pages_that_hold_no_answer_complete_with_an_honest_report_not_a_failure(
