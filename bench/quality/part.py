@@ -5,8 +5,8 @@ collection's documents to them as it does in production:
 
 1. the extractive engine (no model): its report graded per checkpoint (grade.py), with the share's file each
    verdict's sentence cites;
-2. the loopback model (devtools FakeLLM with the research model), its top-level queries those the extractive run
-   planned, and an analyst that reports each page's sentences holding figures first, up to the analyser's limit.
+2. the loopback model (devtools FakeLLM with the research model), its queries at every depth those the extractive
+   run planned, and an analyst that reports each page's sentences holding figures first, up to the analyser's limit.
    The fake writer only copies what it is given, so this run measures the pipeline, not a model: for each
    checkpoint, whether its source file was analysed, whether the passage holding the current figure reached a
    report writer's prompt (the outline's digest or a section's packet, read from the fake's request log), whether a
@@ -53,6 +53,7 @@ class QualityRun:
     verdicts: list[Verdict]
     analysed: set[str]  # the share's files the research analysed
     queries: list[str]  # its top-level queries, in order
+    children: dict[str, list[str]]  # each parent query's children, by the parent's text, in order
 
 
 @dataclass
@@ -117,6 +118,13 @@ def run_research(owner: Any, benchmark: Benchmark, engine: str, timeout: float, 
     markdown = report.markdown if report else ""
     analysed = Website.objects.filter(research_id=research_id, status=WebsiteStatus.ANALYZED)
     queries = SerpQuery.objects.filter(research_id=research_id, parent=None).order_by("position")
+    children: dict[str, list[str]] = {}
+    for parent, child in (
+        SerpQuery.objects.filter(research_id=research_id, parent__isnull=False)
+        .order_by("parent_id", "position")
+        .values_list("parent__query", "query")
+    ):
+        children.setdefault(parent, []).append(child)
     return QualityRun(
         engine=engine,
         research_id=research_id,
@@ -126,6 +134,7 @@ def run_research(owner: Any, benchmark: Benchmark, engine: str, timeout: float, 
         verdicts=grade(benchmark.checkpoints, markdown),
         analysed={share.path_of(url) for url in analysed.values_list("url", flat=True)},
         queries=list(queries.values_list("query", flat=True)),
+        children=children,
     )
 
 
@@ -171,7 +180,10 @@ def measure(stack: Any, owner: Any, timeout: float, say: Any) -> QualityResult:
                 extractive = run_research(owner, benchmark, "extractive", timeout, share)
             say(f"quality: extractive run {extractive.status} in {extractive.wall:.1f} s")
             model = stack.fakes.prepare(ZERO)
+            # The same searches as the extractive run, at every depth: this run measures what the pipeline does
+            # with what they find, not the fake's follow-up queries.
             model.top_names = list(extractive.queries)
+            model.child_names = extractive.children
             stack.fakes.llm.handlers[ANALYSER_SCHEMA] = figure_analyst
             with stack.workers(1, WORKER_THREADS, "bench-quality-m-", env={**LOOPBACK_ENV, **served}):
                 loopback = run_research(owner, benchmark, "llm", timeout, share)

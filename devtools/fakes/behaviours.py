@@ -57,6 +57,9 @@ class ResearchModel:
 
     llm: FakeLLM
     top_names: list[str] = field(default_factory=list)
+    # A parent query's children by the parent's text, where a test or bench wants a tree planned as another run
+    # planned it; any other parent's children are named after it.
+    child_names: dict[str, list[str]] = field(default_factory=dict)
     fabricate: bool = False
     facts_per_page: int = 2
     # The outline's verdict on whether the findings answer the request (None: the model leaves it out).
@@ -117,7 +120,7 @@ class ResearchModel:
             serial = next(self._counter)
         if chain:
             parent = chain[-1][1].strip()
-            names = [f"{parent} / {k + 1}.{serial}" for k in range(count)]
+            names = self.child_names.get(parent, [])[:count] or [f"{parent} / {k + 1}.{serial}" for k in range(count)]
         else:
             names = [self.top_names[k] if k < len(self.top_names) else f"topic {k + 1}.{serial}" for k in range(count)]
         return {"queries": [{"query": name, "objective": f"Find measured figures about {name}"} for name in names]}
