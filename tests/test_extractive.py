@@ -262,7 +262,14 @@ def test_an_archived_figure_gives_way_to_the_current_one_on_the_same_aspect() ->
         SourceNote(3, "http://a.test/2025", "Report 2025", [(current, current)], dated=date(2025, 12, 31)),
     ]
     report = report_of("gross margin", [], ["What the sources state about gross margin."], sources)
-    assert _texts(report) == [(current, [3])]
+    # the current figure answers the aspect, in the summary too; the older ones are listed apart, each named
+    # superseded with the document it comes from
+    assert [section["heading"] for section in report["sections"]] == ["Gross margin", "Superseded figures"]
+    assert _texts(report) == [
+        (current, [3]),
+        (f"{old} (from an archived document of 31 Dec 2024; superseded)", [1]),
+        (f"{draft} (from a superseded document)", [2]),
+    ]
     assert [s["text"] for s in report["summary"]] == [current]
 
 

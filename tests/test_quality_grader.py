@@ -96,6 +96,21 @@ def test_wrong_when_a_stale_figure_is_cited_even_beside_the_current_one() -> Non
     assert verdict.stale == ("52 %",) and verdict.found == ("44 %",) and verdict.urls == (AR_2024,)
 
 
+def test_a_stale_figure_named_superseded_is_not_a_claim_of_the_report() -> None:
+    # the extractive engine's note, and a writer's own sentence naming the older figure superseded
+    for superseded in (
+        f"Gross margin was 52 % of revenue. (from an archived document of 31 Dec 2024; superseded) {cite(2, AR_2024)}",
+        f"The 2024 report's 52 % gross margin is superseded. {cite(2, AR_2024)}",
+    ):
+        markdown = report(f"Gross margin was 44 % in 2025. {cite(1, AR_2025)}", "## Superseded figures", superseded)
+        verdict = grade_checkpoint(MARGIN, markdown)
+        assert verdict.verdict == "correct", superseded
+        assert verdict.urls == (AR_2025,)
+    # and one naming itself superseded does not state the current figure either
+    markdown = report(f"Gross margin was 44 %, superseded since. {cite(1, AR_2025)}")
+    assert grade_checkpoint(MARGIN, markdown).verdict == "missing"
+
+
 def test_a_stale_figure_in_uncited_text_keeps_a_correct_figure_partial() -> None:
     markdown = report(f"Gross margin was 44 % in 2025. {cite(1, AR_2025)}", "## Margin fell from 52 %")
     assert grade_checkpoint(MARGIN, markdown).verdict == "partial"

@@ -16,6 +16,10 @@ archived or superseded documents that would make it wrong (`stale`). Per checkpo
            figure elsewhere in the report's uncited text);
   missing  none appears in a cited sentence.
 
+A sentence that names itself superseded ("... (from an archived document of 31 Dec 2024; superseded)", or a
+writer's "the 2024 report's 52 % is superseded") is not a claim of the report: it tells the reader which figure is
+not current, as a careful report does beside the current one. It neither makes a checkpoint wrong nor states it.
+
 Items match as written, with case, spacing and the forms of "%" aside ("44%" is "44 %"), and never inside a longer
 number or word ("18 %" is not in "118 %", "212" not in "2,212" or "212.5", "Oulu" not in "Ouluntie").
 """
@@ -140,6 +144,14 @@ def cited_sentences(markdown: str) -> list[Sentence]:
     return [sentence for sentence in sentences(markdown) if sentence.urls]
 
 
+_SUPERSEDED = re.compile(r"\bsuperseded\b", re.IGNORECASE)
+
+
+def named_superseded(sentence: Sentence) -> bool:
+    """Whether the sentence says that what it states is superseded: not the report's claim."""
+    return bool(_SUPERSEDED.search(sentence.text))
+
+
 def _blocks(text: str) -> Iterable[str]:
     """Paragraphs and list items, each on one line; headings left out."""
     lines: list[str] = []
@@ -181,7 +193,7 @@ def windows(cited: Sequence[Sentence]) -> Iterable[tuple[Sentence, ...]]:
 
 
 def grade_checkpoint(checkpoint: Checkpoint, markdown: str) -> Verdict:
-    every = sentences(markdown)
+    every = [sentence for sentence in sentences(markdown) if not named_superseded(sentence)]
     cited = [sentence for sentence in every if sentence.urls]
 
     def urls_of(found: Iterable[Sentence]) -> tuple[str, ...]:
@@ -197,7 +209,8 @@ def grade_checkpoint(checkpoint: Checkpoint, markdown: str) -> Verdict:
         if all(contains(joined, item) for item in checkpoint.required):
             # The title, headings and uncited text are the report's too: a stale figure there leaves a reader
             # with two figures.
-            whole = normalise(body(markdown))
+            headings = [line for line in body(markdown).splitlines() if line.lstrip().startswith("#")]
+            whole = normalise(" ".join([*headings, *(sentence.text for sentence in every)]))
             stale_anywhere = tuple(item for item in checkpoint.stale if _item(item).search(whole))
             verdict = "partial" if stale_anywhere else "correct"
             return Verdict(checkpoint.id, verdict, checkpoint.required, stale_anywhere, joined, urls_of(window))

@@ -56,6 +56,9 @@ MAX_PAGE_CHARS = 400_000
 MAX_SECTION_SENTENCES = 30
 MAX_SUMMARY_SENTENCES = 5
 LEFTOVER_HEADING = "Further findings"
+# Older figures of draft, archived and superseded documents that a current one answers, each named superseded.
+SUPERSEDED_HEADING = "Superseded figures"
+MAX_SUPERSEDED = 10
 # Between the aspects an objective names, when one query searches for several of the request's questions.
 ASPECT_SEPARATOR = "; "
 
@@ -545,10 +548,12 @@ def _report(
         else:
             # Ranked by what they carry alone: the section keeps MAX_SECTION_SENTENCES, figures first.
             leftovers.append((weight(item.text, (), rules_wanted), item))
-    sections_items, leftovers = _newest_current(sections_items, leftovers)
+    sections_items, leftovers, superseded = _newest_current(sections_items, leftovers)
     sections = [_section(heading, found) for heading, found in zip(headings, sections_items, strict=True) if found]
     if leftovers:
         sections.append(_section(LEFTOVER_HEADING, leftovers))
+    if superseded:
+        sections.append(_section(SUPERSEDED_HEADING, superseded[:MAX_SUPERSEDED]))
     summary = _summary([found for found in sections_items if found])
     return {"title": _title(prompt), "summary": summary, "sections": sections}
 
@@ -647,8 +652,11 @@ def _has_figure(text: str) -> bool:
 
 def _newest_current(
     sections: list[list[tuple[float, _Item]]], leftovers: list[tuple[float, _Item]]
-) -> tuple[list[list[tuple[float, _Item]]], list[tuple[float, _Item]]]:
-    """The sections without the figures of draft, archived and superseded sources that a current source answers.
+) -> tuple[list[list[tuple[float, _Item]]], list[tuple[float, _Item]], list[tuple[float, _Item]]]:
+    """The sections without the figures of draft, archived and superseded sources that a current source answers,
+    and those figures, best first, each named superseded with the document it comes from: the report states the
+    newest current figure in its section and lists the older ones apart, so a reader who met them elsewhere knows
+    why they are not the answer.
 
     A sentence whose every source is outdated and that states a figure is dropped when its section (the aspect it
     answers) has a current sentence stating a figure, or when a current sentence stating a figure shares
@@ -664,12 +672,17 @@ def _newest_current(
     common = {term for term, count in frequency.items() if count > max(2, len(everything) // 5)}
     current_bags = [set(item.bag) - common for item in everything if not item.older and _has_figure(item.text)]
 
+    superseded: list[tuple[float, _Item]] = []
+
     def kept(found: list[tuple[float, _Item]], answered: bool) -> list[tuple[float, _Item]]:
         newer = [item for _, item in found if not item.older and item.dated and _has_figure(item.text)]
         result = []
         for score, item in found:
             if item.older and _has_figure(item.text):
                 if answered or any(len((set(item.bag) - common) & bag) >= MIN_SHARED_TERMS for bag in current_bags):
+                    said = "" if item.older.startswith("a superseded") else "; superseded"
+                    item.note = f"(from {item.older}{said})"
+                    superseded.append((score, item))
                     continue
                 item.note = f"(from {item.older})"
             elif item.dated and _has_figure(item.text) and any(_superseded_by(item, other, common) for other in newer):
@@ -680,7 +693,9 @@ def _newest_current(
     def has_current_figure(found: list[tuple[float, _Item]]) -> bool:
         return any(not item.older and _has_figure(item.text) for _, item in found)
 
-    return [kept(found, has_current_figure(found)) for found in sections], kept(leftovers, False)
+    current = [kept(found, has_current_figure(found)) for found in sections]
+    rest = kept(leftovers, False)
+    return current, rest, sorted(superseded, key=lambda pair: -pair[0])
 
 
 def _superseded_by(item: _Item, other: _Item, common: set[str]) -> bool:
