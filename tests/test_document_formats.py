@@ -406,6 +406,16 @@ def test_titles_come_from_metadata_then_the_first_heading_then_the_file_name() -
     assert text.title == "Notes on the Oulu depot"
 
 
+def test_an_html_document_takes_the_date_its_metadata_gives() -> None:
+    page = (
+        '<html><head><title>Depot note</title><meta name="date" content="2025-11-20"></head>'
+        "<body><p>The Oulu depot closed its cold store for repairs during the autumn.</p></body></html>"
+    )
+    assert parse_document(Path("/d/depot.html"), page.encode()).metadata_date == datetime.date(2025, 11, 20)
+    undated = page.replace('<meta name="date" content="2025-11-20">', "")
+    assert parse_document(Path("/d/depot.html"), undated.encode()).metadata_date is None
+
+
 def test_pdf_falls_back_to_pypdf_when_pdfplumber_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     import pdfplumber
 

@@ -11,6 +11,7 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
+from datetime import date
 from functools import partial
 from typing import Any
 
@@ -84,6 +85,30 @@ def test_fetch_page_extracts_article_text(web: FakeWeb, fetch: Fetch) -> None:
         assert junk not in page.text
     assert "\n\n" in page.text  # paragraphs stay apart
     assert page.bytes_read == len(web.page_html("solid-state-batteries").encode())
+
+
+def test_fetch_page_reads_the_date_an_html_page_gives_itself(web: FakeWeb, fetch: Fetch) -> None:
+    # given an article whose metadata says when it was published and updated, one whose address is dated, and one
+    # that names no date (its text only a bare URL: htmldate reads the parsed page, and never fetches a URL)
+    paragraph = "<p>Heat pumps kept a seasonal performance factor of 3.1 in the Nordic trial of the year.</p>"
+    dated = web.add_page(
+        "/news/heat-pumps",
+        "<html><head><title>Trial</title>"
+        '<meta property="article:published_time" content="2025-03-04T10:00:00Z">'
+        '<meta property="article:modified_time" content="2025-06-30T08:00:00Z">'
+        f"</head><body><article>{paragraph}</article></body></html>",
+    )
+    in_address = web.add_page("/2024/05/17/trial", f"<html><body><article>{paragraph}</article></body></html>")
+    undated = web.add_page(
+        "/undated", f"<html><body><article>{paragraph}<p>https://192.0.2.1/calendar</p></article></body></html>"
+    )
+    # then the newest date it gives is the page's, then its address's, and none is invented
+    assert fetch(dated).published == date(2025, 6, 30)
+    assert fetch(in_address).published == date(2024, 5, 17)
+    assert fetch(undated).published is None
+    # and a page that is not HTML has none from here (its date comes from its address or opening)
+    plain = web.add_page("/notes.txt", "Field notes of 2023-02-01\n\nLine two", content_type="text/plain")
+    assert fetch(plain).published is None
 
 
 def test_fetch_page_keeps_hostile_markup_as_literal_text(web: FakeWeb, fetch: Fetch) -> None:

@@ -341,8 +341,11 @@ def may_fetch(url: str, reader_id: int) -> bool:
     return CollectionDocument.objects.filter(readable_by(reader_id), pk=document_id).exists()
 
 
-def page_standing(url: str, title: str, text: str) -> tuple[datetime.date | None, str]:
-    """A fetched page's date and standing: a collection document's as indexed; a web page's date from its address
+def page_standing(
+    url: str, title: str, text: str, published: datetime.date | None = None
+) -> tuple[datetime.date | None, str]:
+    """A fetched page's date and standing: a collection document's as indexed; a web page's the date it gives
+    itself (`published`: its metadata, read by htmldate when it was fetched), else from its address
     ("/2024/05/...") or opening, and current (a web page that says it is archived is rare, and a news archive's
     address says nothing of its pages)."""
     document_id = linked_document(url)
@@ -350,7 +353,7 @@ def page_standing(url: str, title: str, text: str) -> tuple[datetime.date | None
         stored = CollectionDocument.objects.filter(pk=document_id).values_list("dated", "standing").first()
         if stored is not None:
             return stored
-    return document_date(urlparse(url).path, title, text), CURRENT
+    return published or document_date(urlparse(url).path, title, text), CURRENT
 
 
 def fetch_link(url: str) -> str:

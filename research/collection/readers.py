@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from research.text.page_text import PdfError, decode_body, extract_text, pdf_text
+from research.text.page_text import PdfError, decode_body, extract_text, pdf_text, published_date
 from research.text.storable import storable
 
 if TYPE_CHECKING:
@@ -661,6 +661,8 @@ def parse_document(path: Path, data: bytes) -> ParsedDocument:
     dated = None
     if fmt.read is None:
         title, text, source = read_markup(path, data, fmt.content_type)
+        if source:  # HTML: the date its metadata gives, as a web page's
+            dated = published_date(source, "")
     else:
         if fmt.zipped:
             open_zip(data, fmt.name).close()

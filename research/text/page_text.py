@@ -9,6 +9,7 @@ parser, so `&lt;script&gt;` in a page becomes the literal text `<script>`, and n
 from __future__ import annotations
 
 import codecs
+import datetime
 import functools
 import io
 import logging
@@ -209,6 +210,23 @@ def extract_page(html: str | bytes, url: str) -> tuple[str, str]:
         return page.title, fallback
     log.debug("extracted %s chars from %s (trafilatura)", len(text), url)
     return page.title, text
+
+
+def published_date(html: str | bytes, url: str) -> datetime.date | None:
+    """The date an HTML page gives itself: its metadata (article:published_time and kin, JSON-LD, <time>), its
+    address, else a date in its text, by htmldate (trafilatura's own date finder), newest first (a page updated
+    after it was published speaks as of its update). htmldate's fast mode: no search of the whole page's free text,
+    about 0.7 ms a page on tests/corpus. It gets the parsed tree, never a string, so it never fetches a URL itself.
+    None where the page names no date, or htmldate fails on it."""
+    from htmldate import find_date
+
+    document, _ = _parse(html)
+    try:
+        found = find_date(document, url=url or None, extensive_search=False, outputformat="%Y-%m-%d")
+    except Exception:  # noqa: BLE001 - a page htmldate cannot read has no date; it is still a page
+        log.debug("htmldate failed on %s", url, exc_info=True)
+        return None
+    return datetime.date.fromisoformat(found) if found else None
 
 
 def extract_page_soup(html: str | bytes, url: str) -> tuple[str, str]:

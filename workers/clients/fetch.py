@@ -9,6 +9,7 @@ watchdog shuts the sockets down when it runs out, so a server that drips bytes c
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
 import time
@@ -23,7 +24,16 @@ import urllib3.exceptions
 from urllib3.response import HTTPResponse
 from urllib3.util import parse_url
 
-from research.text.page_text import HTML_TYPES, PDF_TYPES, TEXT_TYPES, PdfError, decode_body, extract_text, pdf_text
+from research.text.page_text import (
+    HTML_TYPES,
+    PDF_TYPES,
+    TEXT_TYPES,
+    PdfError,
+    decode_body,
+    extract_text,
+    pdf_text,
+    published_date,
+)
 from workers.clients.deadline import Alarm
 from workers.clients.netguard import (
     BlockedAddressError,
@@ -84,6 +94,7 @@ class FetchedPage:
     title: str
     text: str
     bytes_read: int  # body bytes after content decoding (gzip/deflate), as counted against max_bytes
+    published: datetime.date | None = None  # the date an HTML page gives itself (page_text.published_date)
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,7 @@ def fetch_page(
     seconds, redirects included; text extraction runs after it. A PDF is read through pypdf, refused beyond
     `max_pdf_pages` pages, and its streams may inflate to a few times `max_bytes` at most.
     """
+    published: datetime.date | None = None
     try:
         download = _download(
             url,
@@ -138,6 +150,8 @@ def fetch_page(
             if text and len(text) - len(text.translate(_GARBLED)) > _MAX_GARBLED_SHARE * len(text):
                 raise FetchError("decode", f"body is not text (charset {download.charset or 'detected'})")
             title, main_text = extract_text(text, download.content_type, download.final_url)
+            if download.content_type in HTML_TYPES and main_text.strip():
+                published = published_date(text, download.final_url)
         if not main_text.strip():
             raise FetchError("empty", "no text could be extracted")
     except FetchError as exc:
@@ -151,6 +165,7 @@ def fetch_page(
         title=title,
         text=main_text,
         bytes_read=len(download.body),
+        published=published,
     )
 
 

@@ -334,7 +334,7 @@ def _store_page(
         if fetched is not None:
             page.title, page.http_status = fetched.title[:1000], fetched.status_code
             page.content_type = fetched.content_type[:200]
-            page.dated, page.standing = page_standing(page.url, page.title, fetched.text)
+            page.dated, page.standing = page_standing(page.url, page.title, fetched.text, fetched.published)
             if not _page_fetched(page, fetched, now):
                 return Stored(False)  # a takeover finished it first
             return _fetched_to_analysis(research_id, page, keep, claimed_by)
