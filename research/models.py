@@ -36,6 +36,17 @@ class ResearchStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+class Outcome(models.TextChoices):
+    """How a completed research ended (blank until it completes, and for a failed or cancelled one): the page's and
+    the sidebar's badge. Set with the report that completes it (workers/pipeline/report.py)."""
+
+    COMPLETE = "complete", "Completed"
+    # Completed with work left: a budget or a cancel stopped it, or branches failed; its report covers the rest.
+    PARTIAL = "partial", "Partial"
+    # Completed with no answer: the pages it read held nothing on the request (workers/pipeline/outcome.py).
+    UNANSWERED = "unanswered", "No answer found"
+
+
 ACTIVE_STATUSES = (
     ResearchStatus.QUEUED,
     ResearchStatus.RUNNING,
@@ -114,6 +125,7 @@ class Research(models.Model):
     # A research stopped early by a budget still completes, from what was analysed: partial, and why.
     partial = models.BooleanField(default=False)
     stop_reason = models.CharField(max_length=40, blank=True)
+    outcome = models.CharField(max_length=12, choices=Outcome.choices, blank=True, db_default="", default="")
     # How long the report should be, in words (research/control/services.py REPORT_LENGTHS): the writer gives each
     # section its share of it, and the snapshot's coverage shows the words written against it.
     report_words = models.PositiveIntegerField(default=4000)

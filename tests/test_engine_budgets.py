@@ -39,7 +39,7 @@ def start(api, budget: dict) -> str:
 def assert_partial(research: Research, reason: str) -> str:
     """The research completed from what it had analysed, said so, and stopped its tree; its report's markdown."""
     assert research.status == ResearchStatus.COMPLETED, research.error
-    assert (research.partial, research.stop_reason) == (True, reason)
+    assert (research.partial, research.stop_reason, research.outcome) == (True, reason, "partial")
     assert research.pending_queries == 0
     # it stopped early: not every planned query ran, and nothing is left unfinished
     done = SerpQuery.objects.filter(research=research, status=QueryStatus.DONE).count()

@@ -33,8 +33,9 @@ def test_bad_pages_fail_with_reasons_and_research_completes(api, workers, resear
     fake_searx.results_for = lambda q: [fake_web.url + path for path in bad] + [fake_web.page_url("solar-cells")]
     # when
     research = wait_finished(start_research(api, 1, 1))
-    # then
+    # then it completes whole: a page that fails is the web's everyday, not work left undone
     assert research.status == ResearchStatus.COMPLETED, research.error
+    assert research.outcome == "complete"
     websites = {w.url.removeprefix(fake_web.url): w for w in Website.objects.filter(research=research)}
     for path, reason in bad.items():
         assert websites[path].status == WebsiteStatus.FAILED, path
@@ -110,8 +111,9 @@ def test_failed_searches_fail_their_branches_and_the_research_completes(
     fake_searx.results_for = results
     # when
     research = wait_finished(start_research(api, 3, 3))
-    # then the research completes without the failed branches
+    # then the research completes without the failed branches: partial, since work was left
     assert research.status == ResearchStatus.COMPLETED, research.error
+    assert research.outcome == "partial"
     failed = list(SerpQuery.objects.filter(research=research, status="failed"))
     assert failed and all("search failed" in q.error and "HTTP 500" in q.error for q in failed)
     assert not SerpQuery.objects.filter(parent__in=failed).exists()
@@ -199,7 +201,7 @@ def test_pages_that_hold_no_answer_complete_with_an_honest_report_not_a_failure(
     # then nothing failed, so the research completes: its report says first that no answer was found, what was
     # searched and read, and how to go on, and it cites nothing
     assert research.status == ResearchStatus.COMPLETED, research.error
-    assert research.error == ""
+    assert research.error == "" and research.outcome == "unanswered"
     assert not Document.objects.filter(research=research, kind="error_output").exists()
     report = Document.objects.get(research=research, kind="report")
     analysed = Website.objects.filter(research=research, status=WebsiteStatus.ANALYZED)

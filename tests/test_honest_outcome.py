@@ -92,7 +92,8 @@ def test_the_no_answer_report_over_the_collection_says_what_it_covers_and_how_to
     assert "Mallory" not in markdown
     assert "**Add documents**" in markdown and "**Search the web**" in markdown
     assert "](" not in markdown  # titles, not links: this report cites nothing
-    assert stats == {"outcome": "unanswered", "citations": 0, "sources_available": 0, "pages_analysed": 2, "queries": 1}
+    assert stats["outcome"] == "unanswered" and (stats["pages_analysed"], stats["queries"]) == (2, 1)
+    assert stats["citations"] == stats["sources_cited"] == stats["sources_available"] == 0
 
 
 def test_the_no_answer_report_of_a_web_research_leaves_the_collection_out(user, settings) -> None:

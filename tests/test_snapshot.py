@@ -72,4 +72,4 @@ def test_api_detail_is_the_snapshot(api, user) -> None:
     assert body == json.loads(json.dumps(build_snapshot(research.pk)))
     listing = api.get("/api/research").json()["researches"]
     assert [r["id"] for r in listing] == [str(research.pk)]
-    assert set(listing[0]) == {"id", "title", "status", "created_at", "finished_at"}
+    assert set(listing[0]) == {"id", "title", "status", "outcome", "stop_reason", "created_at", "finished_at"}

@@ -132,6 +132,7 @@ def test_a_transition_from_another_state_changes_nothing(user) -> None:
     assert transitions.start_reporting(research.pk, "worker")
     assert not transitions.cancel(research.pk, research.created_at, [ResearchStatus.RUNNING])
     transitions.rename(research.pk, "Mine")
-    assert transitions.complete(research.pk, "The report's title", [ResearchStatus.REPORTING])
+    assert transitions.complete(research.pk, "The report's title", [ResearchStatus.REPORTING], "partial")
     research.refresh_from_db()
     assert (research.status, research.title, research.stop_reason) == ("completed", "Mine", "budget_seconds")
+    assert research.outcome == "partial"

@@ -27,6 +27,8 @@ from research.models import Research
 from research.record.numbering import number
 from research.types import ResearchId
 
+# What the sidebar shows of a research (research_summary in research/live/snapshot.py), from each push's delta.
+SIDEBAR_FIELDS = ("id", "title", "status", "outcome", "stop_reason", "created_at", "finished_at")
 log = logging.getLogger(__name__)
 
 MAX_EVENTS_PER_PUSH = 500
@@ -250,7 +252,7 @@ def flush(research_id: str, state: PushState) -> bool:
             message["checksum"] = checksum
         send = async_to_sync(_channel_layer().group_send)
         send(research_group(research_id), message)
-        summary = {key: delta["research"][key] for key in ("id", "title", "status", "created_at", "finished_at")}
+        summary = {key: delta["research"][key] for key in SIDEBAR_FIELDS}
         send(user_group(research["owner_id"]), {"type": "sidebar.update", "research": summary})
         state_seq = delta["research"]["last_event_seq"]
         state.set_pushed(research_id, Pushed(events[-1]["seq"], Since(state_seq, xmin)), digests, whole)

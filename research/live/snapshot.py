@@ -48,6 +48,8 @@ def research_summary(research: Research) -> dict[str, Any]:
         "id": str(research.id),
         "title": research.title,
         "status": research.status,
+        "outcome": research.outcome,
+        "stop_reason": research.stop_reason,
         "created_at": _iso(research.created_at),
         "finished_at": _iso(research.finished_at),
     }
@@ -208,6 +210,7 @@ def research_state(research: Research) -> dict[str, Any]:
         },
         "partial": research.partial,
         "stop_reason": research.stop_reason,
+        "outcome": research.outcome,
         "report_version": research.report_version,
         "report_words": research.report_words,
         "review_plan": research.review_plan,

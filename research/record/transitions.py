@@ -173,12 +173,13 @@ def report_writer_lost(research_id: ResearchId, lease_cutoff: datetime, now: dat
     )
 
 
-def complete(research_id: ResearchId, title: str, unfinished: Collection[str]) -> bool:
-    """→ completed, from any of the `unfinished` statuses. The research takes the report's title unless its user
-    named it."""
+def complete(research_id: ResearchId, title: str, unfinished: Collection[str], outcome: str) -> bool:
+    """→ completed with its `outcome` (models.Outcome), from any of the `unfinished` statuses. The research takes
+    the report's title unless its user named it."""
     return bool(
         _research(research_id, status__in=unfinished).update(
             status=ResearchStatus.COMPLETED,
+            outcome=outcome,
             finished_at=timezone.now(),
             title=Case(When(title_from_user=True, then=F("title")), default=Value(title[:200])),
         )

@@ -68,8 +68,9 @@ def test_budget_from_the_form_live_cost_and_partial_banner(
     assert tokens.inner_text().endswith(f" of {TOKEN_BUDGET:,}")
     expect(cost).to_have_text(re.compile(r"^\$[0-9]+\.[0-9]{2,4}$"))
 
-    # and once the budget stopped it, the finished research shows the partial banner above its report
-    expect(page.locator("#r-status")).to_have_text("Completed", timeout=FINISH_TIMEOUT)
+    # and once the budget stopped it, the finished research is partial, in its badge and in the banner above its
+    # report
+    expect(page.locator("#r-status")).to_have_text("Partial", timeout=FINISH_TIMEOUT)
     expect(page.locator("#r-partial")).to_be_visible()
     expect(page.locator("#r-partial")).to_have_text("Partial report — stopped at its token budget.")
     expect(page.locator("#report-body blockquote").first).to_contain_text("Partial report: the research stopped")

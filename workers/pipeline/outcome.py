@@ -22,6 +22,7 @@ from django.db.models import Count, Q
 from research.collection.overview import Overview, collection_overview
 from research.control import budgets
 from research.models import Extract, QueryStatus, Research, SerpQuery, Website, WebsiteStatus
+from workers.pipeline.citations import Stats
 
 UNANSWERED = "unanswered"
 # The report lists this many queries and pages, and counts the rest.
@@ -122,9 +123,9 @@ def unanswered_report(research: Research, outcome: TreeOutcome) -> tuple[str, di
     if overview is not None:
         lines += ["## What the collection covers", "", *_collection(overview), ""]
     lines += ["## How to go on", "", *_next_steps(overview), ""]
-    stats = {
+    stats: dict[str, Any] = {
+        **Stats().as_dict(),  # the renderer's counts, all 0: nothing here is a cited sentence
         "outcome": UNANSWERED,
-        "citations": 0,
         "sources_available": 0,
         "pages_analysed": outcome.pages_analysed,
         "queries": searched,

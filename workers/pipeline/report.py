@@ -26,8 +26,10 @@ from research.models import (
     EventType,
     Extract,
     FollowUpQuestion,
+    Outcome,
     Page,
     PageStatus,
+    QueryStatus,
     ReportSection,
     Research,
     ResearchStatus,
@@ -166,6 +168,8 @@ def _without_findings(research: Research) -> None:
         )
         return
     markdown, stats = outcome.unanswered_report(research, found)
+    # It links nothing; should a page's title slip a link through, it goes, as from any report.
+    markdown, stats["stray_links_dropped"] = drop_stray_links(markdown, [])
     _store(str(research.pk), markdown, stats, research.title)
 
 
@@ -474,17 +478,28 @@ def _store(research_id: str, markdown: str, stats: dict[str, Any], title: str) -
         except IntegrityError:
             # Another writer stored one first (a lease that ran out while this one wrote): that one stands, and
             # the research must not stay unfinished because of it.
-            markdown = Document.objects.get(**key).markdown
-            _complete(research_id, report_title(markdown) or title)
+            stored = Document.objects.get(**key)
+            _complete(research_id, report_title(stored.markdown) or title, stored.stats or {})
             return
-        _complete(research_id, report_title(markdown)[:200] or title)
+        _complete(research_id, report_title(markdown)[:200] or title, stats)
         record_event(research_id, EventType.REPORT_WRITING_SUCCESSFUL, stats)
 
 
-def _complete(research_id: str, title: str) -> None:
+def _complete(research_id: str, title: str, stats: Mapping[str, Any]) -> None:
     # The sweeper may have moved a slow writer's research back to running; either way it is finished now. The
     # research takes the report's title unless its user named it.
-    transitions.complete(research_id, title, UNREPORTED)
+    transitions.complete(research_id, title, UNREPORTED, _outcome(research_id, stats))
+
+
+def _outcome(research_id: str, stats: Mapping[str, Any]) -> str:
+    """How the research ends with this report: no answer found, partial (a budget or a cancel stopped it, or a
+    branch failed: work was left), or complete. A branch its user cancelled is their choice, not work left."""
+    if stats.get("outcome") == outcome.UNANSWERED:
+        return Outcome.UNANSWERED
+    stopped = Research.objects.filter(pk=research_id, partial=True).exists()
+    if stopped or SerpQuery.objects.filter(research_id=research_id, status=QueryStatus.FAILED).exists():
+        return Outcome.PARTIAL
+    return Outcome.COMPLETE
 
 
 def _relevance(research: Research) -> relevance.Relevance | None:

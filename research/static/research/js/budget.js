@@ -42,9 +42,14 @@ export function formatCost(usage) {
   return `$${cost.toFixed(cost < 1 ? 4 : 2)}`;
 }
 
-// The banner of a research a budget stopped (or cancelled, then reported on request), or "" for any other.
+// The banner of a research a budget stopped (or cancelled, then reported on request), or of one completed with
+// failed branches, or "" for any other.
 export function partialText(research) {
-  if (!research.partial) return "";
+  if (!research.partial) {
+    return research.status === "completed" && research.outcome === "partial"
+      ? "Partial report — some branches failed; it covers the others. Their reasons are in the live log, and each can be retried."
+      : "";
+  }
   if (research.stop_reason === "cancelled") {
     return research.status === "completed"
       ? "Partial report — the research was cancelled; it covers what was analysed by then."

@@ -47,6 +47,16 @@ export function statusLabel(status) {
   return STATUS_LABELS[status] || String(status || "");
 }
 
+// A completed research that did not end whole says so in its badge, in its own word and colour.
+const OUTCOME_LABELS = { partial: "Partial", unanswered: "No answer found" };
+
+// The badge of a research (the page's header, the sidebar): its status, or a completed one's outcome.
+export function researchBadge(research) {
+  const outcome = research.status === "completed" ? research.outcome : "";
+  if (OUTCOME_LABELS[outcome]) return { label: OUTCOME_LABELS[outcome], className: `badge badge-${outcome}` };
+  return { label: statusLabel(research.status), className: `badge badge-${research.status}` };
+}
+
 function startOfDay(date) {
   return new Date(date.getFullYear(), date.getMonth(), date.getDate());
 }

@@ -10,6 +10,7 @@ import {
   formatTime,
   hostOf,
   shortUrl,
+  researchBadge,
   statusLabel,
 } from "./lib.js";
 import { queryActions, renderReportVersions, updateQueryActions } from "./branches.js";
@@ -203,8 +204,9 @@ export class ResearchView {
       for (const website of query.websites) if (website.title) this.pageTitles.set(website.url, website.title);
     }
     document.title = `${r.title} · Deep research`;
-    this.el.status.textContent = statusLabel(r.status);
-    this.el.status.className = `badge badge-${r.status}`;
+    const badge = researchBadge(r);
+    this.el.status.textContent = badge.label;
+    this.el.status.className = badge.className;
     // A research never started (a draft, one cancelled in the queue) says when it was made, not "Started".
     const started = r.started_at
       ? `Started ${formatDateTime(r.started_at)}`

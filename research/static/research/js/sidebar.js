@@ -1,6 +1,6 @@
 // The sidebar: ongoing research as skeleton loaders, past research grouped by day, live from /ws/research/.
 import { h } from "./dom.js";
-import { ACTIVE_STATUSES, formatDateTime, newestFirst, sidebarGroup, statusLabel } from "./lib.js";
+import { ACTIVE_STATUSES, formatDateTime, newestFirst, researchBadge, sidebarGroup, statusLabel } from "./lib.js";
 import { SidebarFeed } from "./live.js";
 
 const GROUPS = ["ongoing", "today", "week", "month", "older"];
@@ -153,7 +153,10 @@ export class Sidebar {
 
   // The title may be cut to two lines: its whole text and the day it was made show beneath and on hover.
   pastLink(item) {
-    const badge = item.status === "completed" ? null : h("span", { class: `badge badge-${item.status}`, text: statusLabel(item.status) });
+    // A whole completed research needs no badge; any other ending says what it was.
+    const { label, className } = researchBadge(item);
+    const whole = item.status === "completed" && !["partial", "unanswered"].includes(item.outcome);
+    const badge = whole ? null : h("span", { class: className, text: label });
     const made = formatDateTime(item.created_at);
     const link = this.link(item, "item", [
       h("span", { class: "item-title", text: item.title }),
