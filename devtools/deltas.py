@@ -1,6 +1,6 @@
 """The reference implementation of applying a delta: what a client does with a push.
 
-It follows the rules of research/schemas/delta.v2.json, as the page's research/static/research/js/state.js does;
+It follows the rules of research/schemas/delta.v3.json, as the page's research/static/research/js/state.js does;
 the tests (tests/support/deltas.py, tests/test_deltas.py) and the snapshot benchmark (bench/snapshots.py) check
 with it that the pushes add up to the snapshot. A test and benchmark tool, not production code: the server only
 builds deltas (research/live/delta.py).

@@ -1,9 +1,12 @@
 """The local document collection: indexing a folder, full-text search, and the signed links workers fetch."""
 
 import datetime
+import html
 import io
+import re
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 import requests
@@ -15,7 +18,16 @@ from django.test.utils import override_settings
 
 from research.collection import documents as collection
 from research.collection.documents import TEXT_EXTRACTION
-from research.models import CollectionDocument, Page, PageStatus, QueryStatus, SerpQuery, Website, WebsiteStatus
+from research.models import (
+    CollectionDocument,
+    Page,
+    PageStatus,
+    QueryStatus,
+    Research,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
 from tests.support.collection_files import PDF_LINES, PDF_TITLE, make_pdf, write_mixed_folder
 from tests.support.factories import running_research
 from workers.clients import local_documents
@@ -201,19 +213,48 @@ def test_a_documents_stable_url_opens_for_a_signed_in_reader_at_any_time(
     # then a visitor who is not signed in is sent to the login page
     response = Client().get(path)
     assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
-    # and a signed-in reader gets the document, now and two hours later (the signed links of that time expired)
+    # and a signed-in reader gets the document, now and two hours later (the signed links of that time expired):
+    # inside the app, and as the file's own text
     reader = Client()
     reader.force_login(user)
-    assert reader.get(path).content.decode() == document.text
+    assert reader.get(path + "?raw=1").content.decode() == document.text
+    page = reader.get(path).content.decode()
+    assert html.escape(document.title) in page and html.escape(document.text.splitlines()[-1]) in page
     later = time.time() + 2 * 3600
     monkeypatch.setattr(signing.time, "time", lambda: later)
     assert Client().get(collection.signed_url(document.pk).removeprefix(settings.APP_BASE_URL)).status_code == 200
     expired = signed_ago(document.pk, 2 * 3600 + 3600, monkeypatch)
     assert Client().get(expired.removeprefix(settings.APP_BASE_URL)).status_code == 404
-    assert reader.get(path).content.decode() == document.text
+    assert reader.get(path + "?raw=1").content.decode() == document.text
     assert reader.get("/collection/99999/").status_code == 404
     # and a worker fetches the stable URL through a freshly signed link
     assert collection.fetch_link(stable).startswith(stable) and collection.fetch_link(stable) != stable
+
+
+def test_a_cited_document_marks_the_quote_and_links_back_to_its_research(
+    heat_pump_collection, user, other_user
+) -> None:
+    # given a document a report cites, and the research that cites it
+    document = by_name("defrost.md")
+    research = Research.objects.create(owner=user, prompt="p", title="Defrost losses in Nordic winters")
+    sentence = next(line for line in document.text.splitlines() if len(line.split()) > 8)
+    quote = " ".join(sentence.split()[1:-1])  # a quote need not start or end where the line does
+    reader = Client()
+    reader.force_login(user)
+    # when its citation is followed
+    query = urlencode({"quote": quote, "from": str(research.pk)})
+    page = reader.get(f"/collection/{document.pk}/?{query}").content.decode()
+    # then the quoted passage is marked, to be scrolled to (#quote), with the way back to the research
+    marked = re.search(r'<mark id="quote" tabindex="-1">(.*?)</mark>', page, re.DOTALL)
+    assert marked and html.unescape(marked.group(1)).split() == quote.split()
+    assert f'href="/research/{research.pk}/"' in page and "Back to the research" in page
+    assert "file:" not in page and document.path not in page  # no path of the server's
+    # and a quote the text no longer holds says so, and another user's research is no way back
+    stranger = Research.objects.create(owner=other_user, prompt="p", title="Mallory's")
+    query = urlencode({"quote": "Nothing of the kind is written here at all", "from": str(stranger.pk)})
+    page = reader.get(f"/collection/{document.pk}/?{query}").content.decode()
+    assert "<mark" not in page and "not in this document" in page
+    assert str(stranger.pk) not in page and "Back to the research" not in page
 
 
 def test_public_links_show_stable_and_old_signed_links_at_the_readers_address(heat_pump_collection, settings) -> None:

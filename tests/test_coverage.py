@@ -173,7 +173,7 @@ def test_coverage_is_counted_from_what_the_snapshot_loads_anyway(user) -> None:
     assert len(small_queries) == len(large_queries) == 9
     assert small_snapshot["coverage"]["pages_cited"] == 5 and large_snapshot["coverage"]["pages_cited"] == 5
     assert large_snapshot["coverage"]["findings_used"] == 4
-    assert large_snapshot["coverage"]["pages_analysed"] == large_snapshot["progress"]["websites_analysed"]
+    assert large_snapshot["coverage"]["pages_analysed"] == large_snapshot["progress"]["pages_analysed"]
 
 
 def test_count_words_reads_as_a_reader_does() -> None:

@@ -9,9 +9,12 @@ from urllib.parse import unquote
 
 import pypdfium2
 import pytest
+from django.utils.text import slugify
 from docx import Document as WordDocument
 from docx.opc.constants import RELATIONSHIP_TYPE
 from docx.shared import Mm
+from hypothesis import given
+from hypothesis import strategies as st
 from pypdf import PdfReader
 
 from research.models import AnswerStatus, AskedQuestion, Document, DocumentKind, Research, ResearchStatus
@@ -467,3 +470,29 @@ def test_a_long_question_heads_its_subsection_shortened_and_follows_whole() -> N
     assert heading.endswith("…") and len(heading) <= exports.MAX_QUESTION_HEADING_CHARS
     assert f"<blockquote>\n<p>{' '.join(question.split())}</p>\n</blockquote>" in html
     assert html.index("<h3>") < html.index("An answer.")
+
+
+def test_a_long_title_names_its_file_whole_or_cut_after_a_whole_word() -> None:
+    title = (
+        "How do air-source heat pumps perform in Nordic winters below minus twenty degrees, what limits their "
+        "efficiency, and which of the measured designs from Finland, Sweden and Norway hold up best over time"
+    )
+    ascii_name, unicode_name = exports.export_filename(title, "pdf", 2)
+    assert ascii_name == unicode_name
+    assert ascii_name.startswith("how-do-air-source-heat-pumps-perform-in-nordic-winters-below-minus-twenty-degrees")
+    assert ascii_name.endswith("-hold-up-best-over-time-v2.pdf")  # 198 characters: whole, no longer cut at 80
+    longer = exports.export_filename(title + ", with more years of data", "md")[0]
+    assert longer == ascii_name.removesuffix("-v2.pdf") + ".md"  # "-with" would pass 200 bytes: cut before it
+
+
+@given(st.text(min_size=1, max_size=200))
+def test_a_file_name_is_never_cut_inside_a_word(title: str) -> None:
+    for name, slug in zip(
+        exports.export_filename(title, "pdf"),
+        (slugify(exports.unicodedata.normalize("NFKD", title)), slugify(title, allow_unicode=True)),
+        strict=True,
+    ):
+        stem = name.removesuffix(".pdf")
+        assert len(stem.encode()) <= exports.MAX_NAME_BYTES
+        if stem != "report" and len(slug.encode()) > exports.MAX_NAME_BYTES and "-" in slug[: len(stem) + 1]:
+            assert slug.startswith(stem) and slug[len(stem)] == "-"

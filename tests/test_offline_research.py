@@ -297,13 +297,14 @@ def assert_citations_open_an_hour_later(research: Research, user, monkeypatch: p
     sources = html.split(">Sources</h2>", 1)[1]
     source_links = re.findall(r'href="http://testserver/collection/(\d+)/"', sources)
     assert source_links and len(source_links) == len(set(source_links))
-    cited = set(re.findall(r'href="(http://testserver/collection/\d+/)"', html))
+    # (each citation's link opens its document at the quote: ?quote=...&from=...#quote)
+    cited = set(re.findall(r'href="(http://testserver/collection/\d+/)\?[^"]*#quote"', html))
     assert {int(_DOCUMENT_ID.search(url).group(1)) for url in cited} == {int(i) for i in source_links}
     an_hour_later = time.time() + settings.COLLECTION_LINK_MAX_AGE + 60
     monkeypatch.setattr(signing.time, "time", lambda: an_hour_later)
     documents = CollectionDocument.objects.in_bulk([int(i) for i in source_links])
     for url in sorted(cited):
-        response = reader.get(url.removeprefix("http://testserver"))
+        response = reader.get(url.removeprefix("http://testserver") + "?raw=1")
         assert response.status_code == 200, url
         document = documents[int(_DOCUMENT_ID.search(url).group(1))]
         assert response.content.decode() == (document.source or document.text)

@@ -10,7 +10,7 @@ its view was taken (`pg_snapshot_xmin`); every transaction committed after that 
 the next push loads the rows whose `xmin` is at or above it. A few rows committed just before may come again; no
 change can be missed, and nothing has to be written to mark a row as changed.
 
-The shape is published in research/schemas/delta.v2.json; the live page applies one in
+The shape is published in research/schemas/delta.v3.json; the live page applies one in
 research/static/research/js/state.js, and the tests hold a reference implementation of the same rules
 (`apply_delta` in devtools/deltas.py) to check it against the snapshot.
 """
@@ -26,6 +26,7 @@ from typing import Any
 from django.db import connection
 
 from research.live.coverage import coverage
+from research.live.figures import PageCounts
 from research.live.snapshot import (
     MEMORY_FIELDS,
     MEMORY_SECTIONS,
@@ -62,7 +63,7 @@ from research.record import database
 from research.record.usage import with_usage
 from research.types import ResearchId
 
-DELTA_VERSION = 2
+DELTA_VERSION = 3
 
 # Fields the progress counts need from every query (the pruned subtrees follow parents, positions and decisions).
 _PROGRESS_FIELDS = ("id", "parent_id", "depth", "position", "retries", "round", "status", "decision")
@@ -189,11 +190,11 @@ def _changes(research_id: ResearchId, base: int, xmin: int) -> dict[str, Any]:
         "order": [section["position"] for section in state.sections],
         "rows": [{key: section[key] for key in SECTION_FIELDS} for section in state.sections if section["changed"]],
     }
-    delta["progress"] = progress(research, state.queries, state.statuses, state.extracts)
+    delta["progress"] = progress(research, state.queries, state.statuses, state.extracts, state.pages)
     delta["coverage"] = coverage(
         research.report_words,
         state.extracts,
-        state.pages_analysed,
+        state.pages.analysed,
         state.sections,
         state.report,
         lambda: _analysed_urls(key),
@@ -239,10 +240,15 @@ _STATE = (
         f"ARRAY(SELECT {column} FROM {model._meta.db_table} WHERE research_id = %(research)s AND {_NEWER})"
         for model, column in _PROBES.values()
     )
-    # (URLs told apart byte by byte, as equal strings are under any deterministic collation: a third faster)
-    + ", (SELECT json_agg(json_build_array(status, n, pages))::text FROM (SELECT status, count(*) AS n, "
-    'count(DISTINCT url COLLATE "C") FILTER (WHERE status = %(analysed)s) AS pages FROM research_website '
-    "WHERE research_id = %(research)s GROUP BY status) AS counts), "
+    + ", (SELECT json_agg(json_build_array(status, n))::text FROM (SELECT status, count(*) AS n "
+    "FROM research_website WHERE research_id = %(research)s GROUP BY status) AS counts), "
+    # The page figures as research/live/figures.py counts them: per distinct URL, whether any of its websites was
+    # analysed, and whether any failed. (URLs told apart byte by byte, as equal strings are under any deterministic
+    # collation: a third faster.)
+    "(SELECT json_build_array(count(*), count(*) FILTER (WHERE analysed), "
+    "count(*) FILTER (WHERE failed AND NOT analysed))::text FROM (SELECT bool_or(status = %(analysed)s) AS analysed, "
+    "bool_or(status = %(failed)s) AS failed FROM research_website WHERE research_id = %(research)s "
+    'GROUP BY url COLLATE "C") AS pages), '
     "(SELECT count(*) FROM research_extract WHERE research_id = %(research)s), "
     f"(SELECT json_agg(json_build_array({', '.join(_PROGRESS_FIELDS)}) ORDER BY {_QUERY_ORDER})::text "
     "FROM research_serpquery WHERE research_id = %(research)s), "
@@ -258,7 +264,7 @@ class _State:
     changed: dict[str, list[int]]  # the ids of the rows of each kind written after the view
     statuses: Counter[str]  # the research's websites by status
     extracts: int
-    pages_analysed: int  # the distinct URLs of its analysed websites
+    pages: PageCounts  # its pages (distinct URLs): found, analysed, failed
     queries: list[dict[str, Any]]  # every query's _PROGRESS_FIELDS, in the snapshot's order
     report: str | None  # the current report version's markdown, None until it is stored
     sections: list[dict[str, Any]]  # that version's sections: SECTION_FIELDS, findings, changed
@@ -270,25 +276,22 @@ def _read_state(research_key: Any, xmin: int, report_version: int) -> _State:
         "research": research_key,
         "xmin": xmin % 2**32,
         "analysed": WebsiteStatus.ANALYZED,
+        "failed": WebsiteStatus.FAILED,
         "report": DocumentKind.REPORT,
         "version": report_version,
         "written": SectionStatus.WRITTEN,
     }
     with database.prepared_cursor() as cursor:
         cursor.execute(_STATE, params)
-        *ids, by_status, extracts, queries, report, sections = cursor.fetchone()
+        *ids, by_status, pages, extracts, queries, report, sections = cursor.fetchone()
     changed = dict(zip(_PROBES, ids, strict=True))
     changed["websites"] = sorted({*changed["websites"], *changed.pop("extracts")})
-    statuses: Counter[str] = Counter()
-    pages_analysed = 0
-    for status, count, pages in json.loads(by_status or "[]"):
-        statuses[status] = count
-        pages_analysed += pages
+    statuses: Counter[str] = Counter(dict(json.loads(by_status or "[]")))
     return _State(
         changed=changed,
         statuses=statuses,
         extracts=extracts,
-        pages_analysed=pages_analysed,
+        pages=PageCounts(*json.loads(pages)),
         queries=[dict(zip(_PROGRESS_FIELDS, row, strict=True)) for row in json.loads(queries or "[]")],
         report=report,
         sections=[

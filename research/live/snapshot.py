@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.db.models.fields.json import KeyTransform
 
 from research.live.coverage import coverage
+from research.live.figures import PageCounts, page_counts
 from research.models import (
     AskedQuestion,
     Document,
@@ -35,7 +36,7 @@ from research.record.planning import descendants, gap_round_queries
 from research.record.usage import research_cost, usage_of, with_usage
 from research.types import ResearchId
 
-SNAPSHOT_VERSION = 3
+SNAPSHOT_VERSION = 4
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -79,6 +80,7 @@ def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
     docs, report = documents(research.pk, research.report_version)
     sections = _report_sections(research)
     analysed_urls = {row["url"] for row in website_rows if row["status"] == WebsiteStatus.ANALYZED}
+    pages = page_counts((row["url"], row["status"]) for row in website_rows)
     return {
         "version": SNAPSHOT_VERSION,
         "research": research_state(research),
@@ -88,9 +90,9 @@ def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
         **docs,
         "report_sections": [{key: section[key] for key in SECTION_FIELDS} for section in sections],
         "conversation": conversation(research.pk),
-        "progress": progress(research, query_rows, website_statuses, extract_count),
+        "progress": progress(research, query_rows, website_statuses, extract_count, pages),
         "coverage": coverage(
-            research.report_words, extract_count, len(analysed_urls), sections, report, lambda: analysed_urls
+            research.report_words, extract_count, pages.analysed, sections, report, lambda: analysed_urls
         ),
     }
 
@@ -272,10 +274,15 @@ def memory_state(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def progress(
-    research: Research, query_rows: list[dict[str, Any]], website_statuses: Counter[str], extract_count: int
+    research: Research,
+    query_rows: list[dict[str, Any]],
+    website_statuses: Counter[str],
+    extract_count: int,
+    pages: PageCounts,
 ) -> dict[str, int]:
-    """Counts for the progress bar. `query_rows` need id, parent_id, depth, position, retries, round, status and
-    decision; `website_statuses` counts the research's websites by status."""
+    """Counts for the progress bar and the cards. `query_rows` need id, parent_id, depth, position, retries, round,
+    status and decision; `website_statuses` counts the research's websites (one per query and result) by status;
+    `pages` counts its pages (distinct URLs, research/live/figures.py), the figures the page shows."""
     planned = 0
     if research.breadth and research.depth:
         # Each gap-filling round (adaptive mode) adds depth-1 branches, each with its whole subtree.
@@ -300,6 +307,9 @@ def progress(
         "websites_found": sum(website_statuses.values()),
         "websites_analysed": website_statuses[WebsiteStatus.ANALYZED],
         "websites_failed": website_statuses[WebsiteStatus.FAILED],
+        "pages_found": pages.found,
+        "pages_analysed": pages.analysed,
+        "pages_failed": pages.failed,
         "extracts": extract_count,
     }
 

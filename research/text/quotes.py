@@ -49,3 +49,28 @@ class PageText:
     def contains(self, quote: str) -> bool:
         """Whether the quote is long enough to mean something and occurs in the page."""
         return is_quotable(quote) and _needle(quote) in self._text
+
+
+# Words of a quote and what may stand between them in the page: whitespace, punctuation, typographic quotes and
+# dashes (a stored quote matches its page with those normalised: `normalise`).
+_QUOTE_WORD = re.compile(r"\w+")
+_MAX_LOCATED_WORDS = 80
+
+
+def locate(text: str, quote: str) -> tuple[int, int] | None:
+    """Where the quote stands in the page's own text, (start, end), for a reader to be shown it: the quote's words
+    in order, anything but a word between them; None where they are not there."""
+    words = _QUOTE_WORD.findall(quote)[:_MAX_LOCATED_WORDS]
+    if not words:
+        return None
+    pattern = r"\W+".join(re.escape(word) for word in words)
+    found = re.search(pattern, text, re.IGNORECASE)
+    if found is None:
+        return None
+    # The quote's closing marks ("2.7." ends with its full stop), where the page has them too.
+    stripped = quote.strip()
+    closing = stripped[len(re.sub(r"\W+$", "", stripped)) :]
+    end = found.end()
+    while closing and text.startswith(closing[0], end):
+        end, closing = end + 1, closing[1:]
+    return found.start(), end

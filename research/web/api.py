@@ -29,6 +29,7 @@ from research.models import (
 )
 from research.types import ResearchId
 from research.web import exports
+from research.web.citation_links import quote_anchors
 from research.web.rendering import render_markdown
 from research.web.validation import (
     MAX_SEQ,
@@ -238,8 +239,16 @@ def _html(markdown: str) -> HttpResponse:
 
 
 def reader_links(request: HttpRequest, markdown: str) -> str:
-    """The markdown with its collection citations as stable links at the address this reader reached the app at."""
+    """The markdown with its collection citations as stable links at the address this reader reached the app at:
+    what the downloads and exports carry."""
     return public_links(markdown, request.build_absolute_uri("/"))
+
+
+def shown_links(request: HttpRequest, markdown: str, research_id: object) -> str:
+    """`reader_links`, and every citation pointed at its quote for the page (research/web/citation_links.py), a
+    document's page linking back to the research."""
+    base = request.build_absolute_uri("/")
+    return quote_anchors(public_links(markdown, base), base, research_id)
 
 
 def _document(
@@ -256,9 +265,9 @@ def _document(
     markdown = document.markdown
     if appendix:
         markdown = exports.with_conversation(markdown, _answered(research))
-    markdown = reader_links(request, markdown)
     if html:
-        return _html(markdown)
+        return _html(shown_links(request, markdown, research.pk))
+    markdown = reader_links(request, markdown)
     response = HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
     if titled:
         title = report_title(document.markdown) or research.title or "Research report"
@@ -288,7 +297,7 @@ def report_section_html(request: HttpRequest, research_id: str, position: int) -
     ).first()
     if section is None:
         raise ApiError(404, "this section is not written (yet)")
-    return _html(reader_links(request, section.markdown))
+    return _html(shown_links(request, section.markdown, research.pk))
 
 
 @api_view("GET")
@@ -381,7 +390,7 @@ def answer_html(request: HttpRequest, research_id: str, question_id: int) -> Htt
     asked = AskedQuestion.objects.filter(research=research, pk=question_id, status=AnswerStatus.ANSWERED).first()
     if asked is None:
         raise ApiError(404, "this question is not answered (yet)")
-    return _html(reader_links(request, asked.answer))
+    return _html(shown_links(request, asked.answer, research.pk))
 
 
 # --- Review the plan: edit the top-level queries of a research awaiting review, then approve

@@ -151,12 +151,26 @@ def find_fonts() -> Fonts | None:
     return None
 
 
+# A file name's bytes before its version and extension: file systems allow 255 bytes, and a title (at most 200
+# characters) rarely needs more than this whole.
+MAX_NAME_BYTES = 200
+
+
 def export_filename(title: str, extension: str, version: int | None = None) -> tuple[str, str]:
-    """(ASCII file name, UTF-8 file name) for Content-Disposition, from the report's title."""
+    """(ASCII file name, UTF-8 file name) for Content-Disposition, from the report's title: whole where it fits,
+    else cut after its last whole word that does."""
     suffix = f"-v{version}" if version else ""
-    ascii_name = slugify(unicodedata.normalize("NFKD", title))[:80].strip("-") or "report"
-    unicode_name = slugify(title, allow_unicode=True)[:80].strip("-") or ascii_name
+    ascii_name = _whole_words(slugify(unicodedata.normalize("NFKD", title))) or "report"
+    unicode_name = _whole_words(slugify(title, allow_unicode=True)) or ascii_name
     return f"{ascii_name}{suffix}.{extension}", f"{unicode_name}{suffix}.{extension}"
+
+
+def _whole_words(slug: str) -> str:
+    """The slug within MAX_NAME_BYTES of UTF-8, cut at a hyphen rather than inside a word."""
+    if len(slug.encode()) <= MAX_NAME_BYTES:
+        return slug.strip("-")
+    cut = slug.encode()[: MAX_NAME_BYTES + 1].decode(errors="ignore")
+    return (cut.rsplit("-", 1)[0] if "-" in cut else cut[:-1]).strip("-")
 
 
 def content_disposition(title: str, extension: str, version: int | None = None) -> str:

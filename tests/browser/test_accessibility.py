@@ -402,3 +402,25 @@ def test_the_phone_layout_of_the_form_and_the_report(daphne, workers, research_m
     assert "seasonal coefficient" in tooltip["content"]
     screenshot(page, "phone-report-tooltip")
     assert watched.errors == []
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_a_deleted_research_is_a_not_found_page_inside_the_app(daphne, open_page, user, viewport) -> None:
+    # given alice's research, deleted
+    research = seed_research(user, "Heat pumps in Nordic winters", "completed")
+    research_id = research.pk
+    research.delete()
+    watched = open_page(viewport)
+    page = watched.page
+    sign_in(page, daphne.url, "alice")
+    # when she opens its address
+    response = page.goto(f"{daphne.url}/research/{research_id}/")
+    # then it is a 404 in the app's own look, with the way back, and nothing about it is inaccessible
+    assert response is not None and response.status == 404
+    expect(page.locator("h1")).to_have_text("Not found")
+    expect(page.locator("main .brand")).to_have_attribute("href", "/")
+    page.get_by_role("link", name="Back to your research").click()
+    expect(page).to_have_url(f"{daphne.url}/")
+    page.goto(f"{daphne.url}/research/{research_id}/")
+    assert_accessible(page)
+    screenshot(page, f"not-found-{viewport['width']}")

@@ -2,6 +2,7 @@
 and the report downloads as PDF and as Word."""
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,10 @@ from docx import Document as WordDocument
 from playwright.sync_api import expect
 from pypdf import PdfReader
 
-from tests.support.browser import screenshot
+from research.collection.documents import store_document
+from research.collection.readers import ParsedDocument
+from research.models import DocumentOrigin
+from tests.support.browser import DESKTOP, PHONE, screenshot
 from tests.support.logins import sign_in
 from tests.support.seed import QUOTE_ONE, QUOTE_TWO, seed_research
 
@@ -79,3 +83,68 @@ def test_citations_show_their_quote_and_the_report_downloads_as_pdf_and_word(dap
     targets = {rel.target_ref for rel in document.part.rels.values() if rel.is_external}
     assert fake_web.page_url("report-source-two") in targets
     assert watched.errors == [], watched.failed_requests
+
+
+@pytest.mark.parametrize("viewport", [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")])
+def test_the_report_starts_on_the_first_screen_under_a_title_shown_once(
+    daphne, open_page, user, fake_web, viewport
+) -> None:
+    # given alice's finished research with a long title, and its report, whose own title is the same
+    title = "Heat pumps in Nordic winters: field measurements, defrost losses and what limits efficiency below -20 °C"
+    research = seed_research(user, title, "completed", page_url=fake_web.page_url, report=True)
+    watched = open_page(viewport)
+    page = watched.page
+    # when she opens it
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    report = page.locator("#report-body")
+    expect(report.locator("h1")).to_have_text(title)
+    # then the page's title has the width (at most two lines on a desktop, not squeezed beside the actions)...
+    heading = page.locator("#r-title")
+    lines = heading.bounding_box()["height"] / float(
+        heading.evaluate("el => parseFloat(getComputedStyle(el).lineHeight)")
+    )
+    assert lines <= (2.2 if viewport is DESKTOP else 4.2), lines
+    # ...the report's own copy of it is not shown again (it stays a heading for screen readers)...
+    assert report.locator("h1").evaluate("el => el.getBoundingClientRect().height") <= 1
+    # ...and the report's first words are on the first screen
+    first = report.locator("> :not(.visually-hidden)").first
+    top = first.bounding_box()["y"]
+    assert top + 20 <= viewport["height"], (top, viewport)
+    screenshot(page, f"report-first-{viewport['width']}")
+    assert watched.errors == []
+
+
+def test_a_citation_opens_its_document_at_the_quote_highlighted_with_the_way_back(daphne, open_page, user) -> None:
+    # given a long document of the collection, the quote far down it, and a report citing it
+    filler = "\n\n".join(f"Paragraph {n} of the field notes records the weather of that week." for n in range(120))
+    text = f"# Field notes\n\n{filler}\n\n{QUOTE_ONE}\n\n{filler}"
+    parsed = ParsedDocument(title="Field notes", text=text, content_type="text/markdown")
+    document, _ = store_document("/srv/share/notes/field-notes.md", DocumentOrigin.FOLDER, None, text.encode(), parsed)
+    cited = f"{daphne.url}/collection/{document.pk}/"
+    research = seed_research(
+        user,
+        TITLE,
+        "completed",
+        page_url=lambda slug: cited if slug == "report-source-one" else f"https://example.com/{slug}",
+        report=True,
+    )
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    citation = page.locator("#report-body p a").first
+    expect(citation).to_have_attribute("title", QUOTE_ONE)
+    # when she follows the citation (it opens beside the report)
+    with page.context.expect_page() as opened:
+        citation.click()
+    reader = opened.value
+    # then the document opens inside the app, at the quoted sentence, highlighted
+    mark = reader.locator("mark#quote")
+    expect(mark).to_have_text(QUOTE_ONE)
+    expect(mark).to_be_in_viewport()
+    assert reader.evaluate("window.scrollY") > 1000  # scrolled down to it, not left at the top
+    assert mark.evaluate("el => getComputedStyle(el).backgroundColor") != "rgba(0, 0, 0, 0)"
+    screenshot(reader, "citation-lands-on-the-quote")
+    # and the way back leads to the research
+    reader.get_by_role("link", name=re.compile("Back to the research")).click()
+    expect(reader).to_have_url(f"{daphne.url}/research/{research.pk}/")
+    assert watched.errors == []

@@ -108,12 +108,12 @@ def test_report_view_renders_the_report_with_citation_links(daphne, open_page, u
         assert link.get_attribute("href").startswith(fake_web.url + "/page/report-source-")
         assert link.get_attribute("target") == "_blank"
         assert link.get_attribute("rel") == "noopener noreferrer"
-    # a citation opens its page in a new tab
+    # a citation opens its page in a new tab, at its quote (a text fragment the browser scrolls to)
     with watched.context.expect_page() as opened:
         citations.first.click()
     source = opened.value
     source.wait_for_load_state()
-    assert source.url == fake_web.page_url("report-source-one")
+    assert source.url.startswith(fake_web.page_url("report-source-one") + "#:~:text=")
     assert source.title() == "Report Source One"
     assert source.evaluate("window.opener") is None
     # the markdown downloads named after the report's title, as the PDF and Word exports are
@@ -370,7 +370,7 @@ def test_feed_catches_up_after_a_gap_and_reconnects_after_its_last_seq(daphne, o
           memory: { insights: [], gaps: [], contradictions: [] },
         });
         const delta = (base, seq) => ({
-          version: 2, snapshot_version: 3, base, research: { last_event_seq: seq }, progress: {},
+          version: 3, snapshot_version: 4, base, research: { last_event_seq: seq }, progress: {},
           report_sections: { order: [], rows: [] },
         });
         push({ type: "history", after: 0, events: [{ seq: 1 }, { seq: 2 }], snapshot: snapshot(2) });

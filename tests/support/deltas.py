@@ -18,11 +18,11 @@ from research.live.snapshot import build_snapshot
 
 
 def delta_validator() -> jsonschema.Draft202012Validator:
-    schemas = {name: json.loads((ROOT / "research/schemas" / name).read_text()) for name in ("snapshot.v3.json",)}
+    schemas = {name: json.loads((ROOT / "research/schemas" / name).read_text()) for name in ("snapshot.v4.json",)}
     registry = referencing.Registry().with_resources(
         (schema["$id"], referencing.Resource.from_contents(schema)) for schema in schemas.values()
     )
-    delta = json.loads((ROOT / "research/schemas/delta.v2.json").read_text())
+    delta = json.loads((ROOT / "research/schemas/delta.v3.json").read_text())
     return jsonschema.Draft202012Validator(delta, registry=registry)
 
 

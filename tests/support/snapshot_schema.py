@@ -1,4 +1,4 @@
-"""The published snapshot schema (research/schemas/snapshot.v3.json) and a validator that also checks formats."""
+"""The published snapshot schema (research/schemas/snapshot.v4.json) and a validator that also checks formats."""
 
 import functools
 import json
@@ -9,7 +9,7 @@ import jsonschema
 
 from devtools.processes import ROOT
 
-SCHEMA_PATH = ROOT / "research/schemas/snapshot.v3.json"
+SCHEMA_PATH = ROOT / "research/schemas/snapshot.v4.json"
 
 
 @functools.cache

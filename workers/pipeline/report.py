@@ -20,6 +20,7 @@ from django.utils import timezone
 from research.control import budgets, dispatch
 from research.control.dispatch import QUEUED
 from research.control.lifecycle import fail_research
+from research.live.figures import page_counts
 from research.models import (
     Document,
     DocumentKind,
@@ -35,6 +36,7 @@ from research.models import (
     ResearchStatus,
     SectionStatus,
     SerpQuery,
+    Website,
 )
 from research.record import database, transitions
 from research.record.events import insert_events, record_event
@@ -435,8 +437,11 @@ def _write(research_id: str) -> None:
     stats["sections"] = len(sections)
     if research.engine == EXTRACTIVE:
         markdown = _offline_note(markdown)
+    # The pages analysed, as the page's cards and coverage line count them (research/live/figures.py): every page
+    # analysed, whether or not it gave a finding.
+    analysed_pages = page_counts(Website.objects.filter(research_id=research_id).values_list("url", "status")).analysed
     if research.partial:
-        markdown = _partial_note(markdown, research, len(sources))
+        markdown = _partial_note(markdown, research, analysed_pages)
         stats["stop_reason"] = research.stop_reason
     # First in the report, so first read: sources that do not bear on the request, or else the parts of the request
     # no source spoke to.
@@ -444,7 +449,7 @@ def _write(research_id: str) -> None:
     if found is not None:
         stats["relevance"] = found.as_stats()
     if found is not None and found.verdict == relevance.OFF_TOPIC:
-        markdown = _note_under_title(markdown, relevance.off_topic_note(found, len(sources)))
+        markdown = _note_under_title(markdown, relevance.off_topic_note(found, analysed_pages))
     elif open_parts := outcome.unanswered_branches(research_id):
         stats["unanswered_queries"] = open_parts
         markdown = _note_under_title(markdown, outcome.partly_answered_note(open_parts))

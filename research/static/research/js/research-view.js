@@ -4,6 +4,7 @@ import { formatCost, formatTokens, partialText } from "./budget.js";
 import { ApiError, api, h, link, setSanitisedHtml, show } from "./dom.js";
 import {
   ACTIVE_STATUSES,
+  FINISHED_STATUSES,
   describeEvent,
   formatDateTime,
   formatElapsed,
@@ -252,13 +253,25 @@ export class ResearchView {
     );
   }
 
+  // The figures are the snapshot's, each defined once on the server (pages are distinct URLs: research/live/figures.py).
+  // While the research runs, its planned total is an upper bound (a failed or stopped branch takes its subtree
+  // off), so it says "up to"; once it ended, the queries that did not finish are named beside it.
   renderProgress(p, r) {
-    this.el.queries.textContent = `${p.queries_done} / ${p.queries_planned}`;
-    this.el.analysed.textContent = `${p.websites_analysed} / ${p.websites_found}`;
-    this.el.failed.textContent = String(p.websites_failed);
+    const ended = FINISHED_STATUSES.has(r.status);
+    const left = [
+      p.queries_failed ? `${p.queries_failed} failed` : "",
+      p.queries_cancelled ? `${p.queries_cancelled} cancelled` : "",
+    ].filter(Boolean);
+    this.el.queries.textContent = ended
+      ? `${p.queries_done} / ${p.queries_planned}${left.length ? ` (${left.join(", ")})` : ""}`
+      : `${p.queries_done} / up to ${p.queries_planned}`;
+    this.el.analysed.textContent = `${p.pages_analysed} / ${p.pages_found}`;
+    this.el.failed.textContent = String(p.pages_failed);
     this.el.extracts.textContent = String(p.extracts);
     let fraction = p.queries_planned ? (p.queries_done + p.queries_failed) / p.queries_planned : 0;
-    if (r.status === "reporting") fraction = Math.max(fraction, 0.97);
+    // Full only once the research ended: its report is the last of the work.
+    if (!ended) fraction = Math.min(fraction, 0.97);
+    if (r.status === "reporting") fraction = 0.97;
     if (r.status === "completed") fraction = 1;
     this.el.bar.style.width = `${Math.round(Math.min(1, fraction) * 100)}%`;
     this.el.progress.setAttribute("aria-valuenow", String(Math.round(fraction * 100)));
@@ -368,7 +381,10 @@ export class ResearchView {
       const html = await api(url);
       if (this.id !== id) return;
       setSanitisedHtml(container, html);
-      if (name === "report") this.reportLanded();
+      if (name === "report") {
+        this.hideRepeatedTitle(container);
+        this.reportLanded();
+      }
     } catch (error) {
       this.documents[name] = null;
       if (this.id === id && !(error instanceof ApiError && error.status === 404)) {
@@ -376,6 +392,14 @@ export class ResearchView {
         if (name === "report") this.reportLanded();
       }
     }
+  }
+
+  // The report's own title says again what the page's title says just above it: it is left to screen readers (a
+  // heading to jump to), not shown twice. A title the user renamed away from the report's stays in view.
+  hideRepeatedTitle(container) {
+    const first = container.firstElementChild;
+    const same = first && first.tagName === "H1" && first.textContent.trim() === this.el.title.textContent.trim();
+    if (same) first.classList.add("visually-hidden");
   }
 
   reportLanded() {
