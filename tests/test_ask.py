@@ -40,7 +40,7 @@ def test_a_question_joins_the_conversation_and_goes_to_a_worker(api, user, publi
     assert published == ["workers.tasks.answer_question_task"]
     snapshot = api.get(f"/api/research/{research.pk}").json()
     validate_snapshot(snapshot)
-    assert snapshot["version"] == 3
+    assert snapshot["version"] == 4
     assert [(c["id"], c["question"], c["status"], c["answer"]) for c in snapshot["conversation"]] == [
         (asked.pk, "How cold can it get?", "pending", "")
     ]

@@ -19,10 +19,12 @@ from research.control.services import REPORT_LENGTHS, REPORT_WORDS_RANGE
 from research.models import Research
 
 
-def _shell(request: HttpRequest, research_id: str = "") -> HttpResponse:
-    """The one-page app: the sidebar, the start flow and the research view, driven by static/research/js/."""
+def _shell(request: HttpRequest, research_id: str = "", research_title: str = "") -> HttpResponse:
+    """The one-page app: the sidebar, the start flow and the research view, driven by static/research/js/. A
+    research's page comes with its title, so that the header has its height before the first snapshot."""
     context = {
         "research_id": research_id,
+        "research_title": research_title,
         "limits": {
             "max_breadth": settings.MAX_BREADTH,
             "max_depth": settings.MAX_DEPTH,
@@ -52,9 +54,14 @@ def home(request: HttpRequest) -> HttpResponse:
 @ensure_csrf_cookie
 def research_page(request: HttpRequest, research_id: uuid.UUID) -> HttpResponse:
     """The same app opened on one research (a link that can be shared between one's own tabs); others' are 404."""
-    if not Research.objects.filter(pk=research_id, owner=cast(User, request.user)).exists():  # login_required
+    title = (
+        Research.objects.filter(pk=research_id, owner=cast(User, request.user))  # login_required
+        .values_list("title", flat=True)
+        .first()
+    )
+    if title is None:
         raise Http404("research not found")
-    return _shell(request, str(research_id))
+    return _shell(request, str(research_id), title or "Untitled research")
 
 
 class LoginView(auth_views.LoginView):

@@ -424,3 +424,24 @@ def test_a_deleted_research_is_a_not_found_page_inside_the_app(daphne, open_page
     page.goto(f"{daphne.url}/research/{research_id}/")
     assert_accessible(page)
     screenshot(page, f"not-found-{viewport['width']}")
+
+
+def test_the_ask_box_is_a_few_tab_presses_from_the_top(daphne, open_page, user) -> None:
+    # given alice's finished research, its report long above the Ask box
+    research = seed_research(user, "Heat pumps in Nordic winters", "completed", report=True)
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    expect(page.locator("#question-input")).to_be_visible()
+    # when she tabs from the top of the page to the header's "Ask a question", and presses it
+    page.locator("#r-title").focus()
+    presses = 0
+    while focused(page) != "button#ask-shortcut" and presses < 30:
+        page.keyboard.press("Tab")
+        presses += 1
+    assert presses <= 8, f"{presses} Tab presses to reach it"
+    page.keyboard.press("Enter")
+    # then she is in the Ask box, ready to type
+    expect(page.locator("#question-input")).to_be_focused()
+    expect(page.locator("#question-input")).to_be_in_viewport()
+    assert_accessible(page)

@@ -65,7 +65,9 @@ def test_ask_from_the_page_and_see_the_thread_in_every_tab(
     expect(citation).to_have_attribute("target", "_blank")
     asked = AskedQuestion.objects.get(research_id=research_id)
     assert asked.status == AnswerStatus.ANSWERED and asked.sources_answer is True
-    assert citation.get_attribute("href") in asked.answer
+    # (its link goes to the quote on its page: the stored URL, with a text fragment)
+    href = citation.get_attribute("href")
+    assert "#:~:text=" in href and href.split("#:~:text=")[0] in asked.answer
     # and the downloads can carry the conversation as an appendix
     expect(a.locator("#download-pdf")).to_have_attribute("href", f"/api/research/{research_id}/report.pdf")
     a.locator("#export-conversation").check()

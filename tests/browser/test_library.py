@@ -4,7 +4,9 @@ asked for, and the start form's checks naming the field at fault."""
 import pytest
 from playwright.sync_api import expect
 
+from devtools.processes import wait_until
 from research.models import Research, ResearchStatus
+from tests.support.browser import answer_one_question
 from tests.support.logins import sign_in
 from tests.support.seed import seed_research
 
@@ -62,8 +64,15 @@ def test_search_rename_and_delete_from_the_library(daphne, open_page, user) -> N
     expect(items).to_have_count(2)
     assert not Research.objects.filter(pk=heat.pk).exists()
     assert any("cannot be undone" in dialog for dialog in watched.dialogs)
-    # (the refused empty title is the one failed request the browser logs)
-    assert [error for error in watched.errors if "400 (Bad Request)" not in error] == []
+    # and Back to it says at once that it is gone, not "Reconnecting…" for seconds
+    page.go_back()
+    expect(page).to_have_url(f"{daphne.url}/research/{heat.pk}/")
+    expect(page.locator("#r-connection")).to_have_text("Not found", timeout=2_000)
+    expect(page.locator("#r-notice")).to_contain_text("does not exist")
+    # (the refused empty title, and the deleted research's address and socket, are the failed requests the browser
+    # logs)
+    expected = ("400 (Bad Request)", "404 (Not Found)", "Unexpected response code: 403")
+    assert [error for error in watched.errors if not any(e in error for e in expected)] == []
 
 
 def test_a_cancelled_research_offers_a_report_of_what_it_found(daphne, open_page, user, no_queued_steps) -> None:
@@ -103,4 +112,24 @@ def test_the_start_form_marks_the_field_at_fault(daphne, open_page, user) -> Non
     expect(error).to_contain_text("whole number")
     expect(page.locator("#num-questions")).to_have_attribute("aria-invalid", "true")
     assert page.locator("#prompt").get_attribute("aria-invalid") is None
+    assert watched.errors == []
+
+
+def test_going_back_from_the_questions_leaves_no_draft_behind(daphne, workers, research_model, open_page, user) -> None:
+    # given alice's follow-up questions, asked for a request she then wants to change
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice")
+    answer_one_question(page, 2, 1)
+    assert Research.objects.filter(owner=user).count() == 1
+    # when she goes back to her request, and asks again with other words
+    page.click("#back-button")
+    expect(page.locator("#prompt")).to_be_focused()
+    wait_until(lambda: not Research.objects.filter(owner=user).exists(), timeout=10, message="the draft deleted")
+    page.fill("#prompt", "How do heat pumps perform in Nordic winters, measured in the field?")
+    page.click("#ask-button")
+    expect(page.locator("#questions textarea")).to_have_count(1)
+    # then only the research she is answering is in the sidebar and the database: no pile of "Not started"
+    assert Research.objects.filter(owner=user).count() == 1
+    expect(page.locator(".sidebar-nav a.item")).to_have_count(1)
     assert watched.errors == []

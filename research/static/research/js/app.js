@@ -121,8 +121,8 @@ function skipLink(skip) {
 }
 
 function summary(research) {
-  const { id, title, status, created_at, finished_at } = research;
-  return { id, title, status, created_at, finished_at };
+  const { id, title, status, outcome, stop_reason, created_at, finished_at } = research;
+  return { id, title, status, outcome, stop_reason, created_at, finished_at };
 }
 
 main();

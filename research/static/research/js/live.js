@@ -58,7 +58,10 @@ class Feed {
       this.onClosed();
       this.onStatus("reconnecting");
       this.attempt += 1;
-      const delay = Math.min(MAX_BACKOFF_MS, 500 * 2 ** Math.min(this.attempt, 5)) * (0.75 + Math.random() / 2);
+      // A socket refused before it opened is asked about at once (a deleted research is "Not found" now, not
+      // after seconds of "Reconnecting…"); after that, and after a socket that was open, with backoff.
+      const first = !opened && this.attempt === 1;
+      const delay = first ? 0 : Math.min(MAX_BACKOFF_MS, 500 * 2 ** Math.min(this.attempt, 5)) * (0.75 + Math.random() / 2);
       this.timer = window.setTimeout(() => this.retry(opened), delay);
     });
   }
@@ -66,7 +69,7 @@ class Feed {
   // A socket refused at the handshake looks like a network failure; ask the API whether we may watch at all.
   async retry(wasOpen) {
     if (this.closed) return;
-    if (!wasOpen && this.attempt >= 2 && !(await this.allowed())) {
+    if (!wasOpen && !(await this.allowed())) {
       this.onStatus("gone");
       return;
     }
@@ -143,7 +146,7 @@ export class ResearchFeed extends Feed {
     try {
       const response = await fetch(`/api/research/${this.researchId}`, { credentials: "same-origin" });
       if (response.status === 401) window.location.assign("/accounts/login/");
-      return response.ok;
+      return response.status !== 404; // gone, or never ours; a server restarting (5xx) is worth waiting for
     } catch {
       return true; // the network is down: keep trying
     }

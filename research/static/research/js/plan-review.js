@@ -18,9 +18,11 @@ export class PlanReview {
   render(snapshot) {
     const r = snapshot.research;
     const reviewing = r.status === "awaiting_review";
-    show(this.container, reviewing);
+    // Once approved, the panel stays as one line saying so (it does not vanish and pull the page up under the
+    // reader); a research that never waited for a review has no panel.
+    show(this.container, reviewing || (r.review_plan && r.status !== "draft" && r.status !== "awaiting_answers"));
     if (!reviewing) {
-      this.key = null;
+      if (r.review_plan && this.key !== "approved") this.showApproved(snapshot);
       return;
     }
     const top = (snapshot.queries || []).filter((q) => q.depth === 1).sort((a, b) => a.position - b.position);
@@ -48,12 +50,30 @@ export class PlanReview {
     this.updateButtons();
   }
 
+  // The one line the panel becomes once the plan is approved.
+  showApproved(snapshot) {
+    this.key = "approved";
+    const top = (snapshot.queries || []).filter((q) => q.depth === 1 && !q.round).length;
+    this.container.replaceChildren(approvedLine(top));
+  }
+
+  // A numbered row: its number, the query and what it should find out (a few lines), each with a visible label,
+  // and its Remove button. On a phone the row is one card, its fields stacked.
   addRow(query, objective) {
-    const n = this.rows.childElementCount + 1;
-    const queryInput = h("input", { type: "text", class: "plan-query", value: query, maxlength: "500", "aria-label": `Query ${n}` });
-    const objectiveInput = h("input", { type: "text", class: "plan-objective", value: objective, maxlength: "2000", "aria-label": `What query ${n} should find out` });
-    const remove = h("button", { type: "button", class: "button button-small", text: "Remove", "aria-label": `Remove query ${n}` });
-    const row = h("li", { class: "plan-row" }, queryInput, objectiveInput, remove);
+    this.rowCount = (this.rowCount || 0) + 1;
+    const id = `plan-${this.rowCount}`;
+    const queryInput = h("input", { type: "text", class: "plan-query", id: `${id}-query`, value: query, maxlength: "500" });
+    const objectiveInput = h("textarea", { class: "plan-objective", id: `${id}-objective`, rows: 2, maxlength: "2000" });
+    objectiveInput.value = objective;
+    const remove = h("button", { type: "button", class: "button button-small plan-remove", text: "Remove" });
+    const row = h(
+      "li",
+      { class: "plan-row" },
+      h("span", { class: "plan-number", "aria-hidden": "true" }),
+      h("div", { class: "plan-field" }, h("label", { class: "plan-query-label", for: queryInput.id }), queryInput),
+      h("div", { class: "plan-field" }, h("label", { class: "plan-objective-label", for: objectiveInput.id }), objectiveInput),
+      remove,
+    );
     remove.addEventListener("click", () => {
       row.remove();
       this.updateButtons();
@@ -62,13 +82,15 @@ export class PlanReview {
     this.updateButtons();
   }
 
-  // Buttons allowed by the count, and each row labelled by its place (a removed row renumbers the rest).
+  // Buttons allowed by the count, and each row numbered and labelled by its place (a removed row renumbers the rest).
   updateButtons() {
     if (!this.add) return;
     [...this.rows.children].forEach((row, index) => {
-      row.querySelector(".plan-query").setAttribute("aria-label", `Query ${index + 1}`);
-      row.querySelector(".plan-objective").setAttribute("aria-label", `What query ${index + 1} should find out`);
-      row.querySelector("button").setAttribute("aria-label", `Remove query ${index + 1}`);
+      const n = index + 1;
+      row.querySelector(".plan-number").textContent = `${n}.`;
+      row.querySelector(".plan-query-label").textContent = `Query ${n}`;
+      row.querySelector(".plan-objective-label").textContent = `What query ${n} should find out`;
+      row.querySelector(".plan-remove").setAttribute("aria-label", `Remove query ${n}`);
     });
     const count = this.rows.childElementCount;
     this.add.disabled = count >= this.max;
@@ -82,13 +104,26 @@ export class PlanReview {
       .filter((item) => item.query);
     this.approve.disabled = true;
     show(this.error, false);
+    // At once, while the click is the reason the page changes (the rows going later, after two requests, would
+    // pull the page up under the reader): the panel becomes its one line, and comes back if the plan is refused.
+    const rows = [...this.container.childNodes];
+    const key = this.key;
+    this.key = "approved";
+    this.container.replaceChildren(approvedLine(queries.length));
     try {
       await api(`/api/research/${this.view.id}/plan`, { method: "PUT", body: { queries } });
       await api(`/api/research/${this.view.id}/plan/approve`, { method: "POST" });
     } catch (error) {
+      this.key = key;
+      this.container.replaceChildren(...rows);
       this.error.textContent = `Could not start with this plan: ${error.message}`;
       show(this.error, true);
       this.approve.disabled = false;
     }
   }
+}
+
+function approvedLine(count) {
+  const queries = count === 1 ? "1 top-level query" : `${count} top-level queries`;
+  return h("p", { class: "plan-approved", id: "plan-review-title", text: `Plan reviewed and approved: ${queries}.` });
 }

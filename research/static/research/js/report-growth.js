@@ -37,7 +37,7 @@ export class ReportGrowth {
     let node = this.nodes.get(section.position);
     if (!node) {
       const title = h("h2", { class: "growth-title", text: section.title });
-      const body = h("div", { class: "growth-body skeleton", "aria-busy": "true" }, skeletonLines());
+      const body = h("div", { class: "growth-body section-skeleton", "aria-busy": "true" }, skeletonLines());
       const dataset = { position: String(section.position), title: section.title };
       const el = h("section", { class: "growth-section", dataset }, title, body);
       node = { el, title, body, loaded: false };
@@ -61,7 +61,7 @@ export class ReportGrowth {
     try {
       const html = await api(`/api/research/${id}/sections/${position}.html`);
       if (this.researchId !== id) return;
-      node.body.classList.remove("skeleton");
+      node.body.classList.remove("section-skeleton");
       node.body.removeAttribute("aria-busy");
       setSanitisedHtml(node.body, html);
       node.title.remove(); // the written section carries its own heading

@@ -51,6 +51,7 @@ export class ResearchView {
       downloadPdf: $("#download-pdf"),
       downloadDocx: $("#download-docx"),
       exportConversation: $("#export-conversation"),
+      askShortcut: $("#ask-shortcut"),
       exportConversationField: $("#export-conversation-field"),
       queries: $("#s-queries"),
       analysed: $("#s-analysed"),
@@ -88,6 +89,14 @@ export class ResearchView {
       });
     }
     this.el.cancel.addEventListener("click", () => this.cancel());
+    this.el.askShortcut.addEventListener("click", () => {
+      this.select("report");
+      const input = document.getElementById("question-input");
+      if (input && !input.closest("[hidden]")) {
+        input.scrollIntoView({ block: "center" });
+        input.focus();
+      }
+    });
     // The downloads carry the conversation as an appendix when asked to (the server's ?conversation=1).
     this.el.exportConversation.addEventListener("change", () => this.exportLinks());
     this.el.rename.addEventListener("click", () => this.startRename());
@@ -127,7 +136,14 @@ export class ResearchView {
     this.tabChosen = false;
     this.currentTab = null;
     this.lastStatus = null;
-    this.el.title.textContent = "Loading…";
+    // The page served for this research holds its title already (the header keeps its height); any other opens
+    // with "Loading…".
+    const served = this.root.closest("[data-research-id]");
+    if (!(served && served.dataset.researchId === id && !this.openedBefore)) this.el.title.textContent = "Loading…";
+    this.openedBefore = true;
+    // Until its first snapshot, what sits below the figures is not laid out: the notices and the plan review that
+    // snapshot may bring come in above the tabs, and would push them down under the reader.
+    this.root.dataset.loading = "";
     show(this.el.partial, false);
     if (this.el.offTopic) show(this.el.offTopic, false);
     this.el.status.textContent = "";
@@ -175,6 +191,7 @@ export class ResearchView {
     this.el.connection.textContent = labels[status] || status;
     this.el.connection.dataset.state = status;
     if (status === "gone") {
+      delete this.root.dataset.loading; // no snapshot will come: the notice below says why
       this.el.title.textContent = "Research not found";
       this.notice("This research does not exist or belongs to someone else.");
     }
@@ -200,6 +217,7 @@ export class ResearchView {
   render(snapshot) {
     this.snapshot = snapshot;
     const r = snapshot.research;
+    delete this.root.dataset.loading;
     this.el.title.textContent = r.title || "Untitled research";
     for (const query of snapshot.queries) {
       for (const website of query.websites) if (website.title) this.pageTitles.set(website.url, website.title);
@@ -290,6 +308,8 @@ export class ResearchView {
 
   renderActions(r, snapshot) {
     show(this.el.cancel, ACTIVE_STATUSES.has(r.status));
+    // The Ask box is below the whole report: one step from the top to it, not a hundred Tab presses.
+    show(this.el.askShortcut, r.status === "completed" && Boolean(snapshot.report));
     show(this.el.rename, true);
     // A research under way is cancelled before it is deleted (the server refuses otherwise).
     show(this.el.delete, !ACTIVE_STATUSES.has(r.status));

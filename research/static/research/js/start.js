@@ -68,6 +68,10 @@ export class StartFlow {
       this.start();
     });
     root.querySelector("#back-button").addEventListener("click", () => {
+      // Back is for changing the request: the questions asked for this one go with it, rather than stay in the
+      // sidebar as a research never started (asking again makes a new one).
+      const draft = this.researchId;
+      if (draft) api(`/api/research/${draft}`, { method: "DELETE" }).catch(() => {});
       this.reset(false);
       this.prompt.focus(); // the Back button is hidden with its form: focus goes where the user is going back to
     });
