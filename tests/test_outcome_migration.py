@@ -5,19 +5,15 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.support.migrations import latest, migrate
+
 BEFORE = [("research", "0024_page_standing")]
 AFTER = [("research", "0025_research_outcome")]
 
 
-def migrate(targets: list[tuple[str, str]]) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_researches_completed_before_it_get_the_outcome_they_stored(user) -> None:
-    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("research")
+    newest = latest()
     try:
         # given, before the migration, a whole research, one a budget stopped, one with a failed branch, one whose
         # report found no answer, and one that failed
@@ -56,4 +52,4 @@ def test_researches_completed_before_it_get_the_outcome_they_stored(user) -> Non
                 "failed": "",
             }
     finally:
-        migrate(list(latest))
+        migrate(newest)

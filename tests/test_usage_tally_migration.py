@@ -7,19 +7,15 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.support.migrations import latest, migrate
+
 BEFORE = [("research", "0018_page_fetcher")]
 AFTER = [("research", "0019_usage_tally")]
 
 
-def migrate(targets: list[tuple[str, str]]) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_calls_recorded_before_the_tallies_are_added_up_once(user) -> None:
-    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("research")
+    newest = latest()
     try:
         # given a research with three calls recorded before the migration, one of them of a model without a price
         migrate(BEFORE)
@@ -53,4 +49,4 @@ def test_the_calls_recorded_before_the_tallies_are_added_up_once(user) -> None:
             # then the tallies hold the four calls, the unpriced one counted apart
             assert cursor.fetchone() == (601, 62, Decimal("0.000403"), 1)
     finally:
-        migrate(list(latest))
+        migrate(newest)

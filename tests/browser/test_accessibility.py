@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from research.models import AnswerStatus, AskedQuestion
+from research.collection.documents import store_document
+from research.collection.readers import ParsedDocument
+from research.models import AnswerStatus, AskedQuestion, DocumentOrigin, Research, ResearchStatus, SerpQuery
 from research.text.links import link_title
 from tests.support.browser import DESKTOP, PHONE, answer_one_question, screenshot
 from tests.support.logins import PASSWORD, sign_in
@@ -444,4 +447,27 @@ def test_the_ask_box_is_a_few_tab_presses_from_the_top(daphne, open_page, user) 
     # then she is in the Ask box, ready to type
     expect(page.locator("#question-input")).to_be_focused()
     expect(page.locator("#question-input")).to_be_in_viewport()
+    assert_accessible(page)
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_the_plan_review_and_a_cited_document_are_accessible(daphne, open_page, user, viewport) -> None:
+    # given alice's research waiting for its plan to be reviewed
+    research = seed_research(user, "Heat pumps in Nordic winters", "running")
+    SerpQuery.objects.filter(research=research).update(status="pending")
+    Research.objects.filter(pk=research.pk).update(status=ResearchStatus.AWAITING_REVIEW, review_plan=True)
+    watched = open_page(viewport)
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    expect(page.locator("#plan-review .plan-row").first).to_be_visible()
+    # then the plan review has nothing serious or critical for axe-core
+    assert_accessible(page)
+    screenshot(page, f"plan-review-rows-{viewport['width']}", "#plan-review")
+    # and neither has a cited document opened at its quote
+    text = f"# Field notes\n\nThe defrost cycle ran every ninety minutes in humid cold weather.\n\n{QUOTE_ONE}\n"
+    parsed = ParsedDocument(title="Field notes", text=text, content_type="text/markdown")
+    document, _ = store_document("/srv/share/field-notes.md", DocumentOrigin.FOLDER, None, text.encode(), parsed)
+    query = urlencode({"quote": QUOTE_ONE, "from": str(research.pk)})
+    page.goto(f"{daphne.url}/collection/{document.pk}/?{query}#quote")
+    expect(page.locator("mark#quote")).to_have_text(QUOTE_ONE)
     assert_accessible(page)

@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 
 from research.live.snapshot import build_snapshot
 from research.models import Research, ResearchStatus
-from tests.support.browser import screenshot
+from tests.support.browser import DESKTOP, PHONE, screenshot
 from tests.support.e2e import start_research, wait_finished
 from tests.support.logins import sign_in
 from tests.support.seed import seed_research
@@ -44,8 +44,9 @@ def shown_figures(page: Page, daphne_url: str, research: Research) -> dict[str, 
     return shown
 
 
+@pytest.mark.parametrize("viewport", [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")])
 def test_every_place_shows_the_same_page_figures_for_each_ending(
-    daphne, workers, api, research_model, fake_web, user, open_page
+    daphne, workers, api, research_model, fake_web, user, open_page, viewport
 ) -> None:
     # given a completed research, one its token budget stopped, and one cancelled and then reported on
     completed = wait_finished(start_research(api, 2, 2))
@@ -64,7 +65,7 @@ def test_every_place_shows_the_same_page_figures_for_each_ending(
     cancelled = wait_finished(str(cancelled.pk))
     assert stopped.partial and stopped.stop_reason == "budget_tokens", stopped.error
     assert cancelled.partial and cancelled.stop_reason == "cancelled", cancelled.error
-    watched = open_page()
+    watched = open_page(viewport)
     page = watched.page
     sign_in(page, daphne.url, "alice")
     for research in (completed, stopped, cancelled):
@@ -86,5 +87,5 @@ def test_every_place_shows_the_same_page_figures_for_each_ending(
         if progress["queries_cancelled"]:
             assert f"{progress['queries_cancelled']} cancelled" in queries
         expect(page.locator("#progress-bar")).to_have_attribute("style", re.compile(r"width: 100%"))
-    screenshot(page, "figures-cancelled-then-reported")
+    screenshot(page, f"figures-cancelled-then-reported-{viewport['width']}")
     assert watched.errors == []

@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 
 from devtools.processes import wait_until
 from research.models import Research, ResearchStatus
-from tests.support.browser import answer_one_question
+from tests.support.browser import answer_one_question, screenshot
 from tests.support.logins import sign_in
 from tests.support.seed import seed_research
 
@@ -132,4 +132,38 @@ def test_going_back_from_the_questions_leaves_no_draft_behind(daphne, workers, r
     # then only the research she is answering is in the sidebar and the database: no pile of "Not started"
     assert Research.objects.filter(owner=user).count() == 1
     expect(page.locator(".sidebar-nav a.item")).to_have_count(1)
+    assert watched.errors == []
+
+
+def test_every_problem_of_the_settings_is_said_beside_its_field(
+    daphne, workers, research_model, open_page, user
+) -> None:
+    # given alice's answered questions, and settings wrong in three places
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice")
+    answer_one_question(page, 0, 99)
+    page.fill("#budget-tokens", "-5")
+    # when she starts
+    page.click("#start-button")
+    # then each problem is said beside its field, which is marked and described by it, and the first is focused
+    expect(page.locator("#answers-form .form-error")).to_contain_text("3 settings need a change")
+    notes = page.locator("#answers-form .field-error")
+    expect(notes).to_have_count(3)
+    for field in ("breadth", "depth", "budget-tokens"):
+        expect(page.locator(f"#{field}")).to_have_attribute("aria-invalid", "true")
+        expect(page.locator(f"#{field}")).to_have_attribute("aria-describedby", f"{field}-error")
+        expect(page.locator(f"#{field}-error")).to_be_visible()
+    expect(page.locator("#breadth")).to_be_focused()
+    assert page.locator("#breadth").evaluate("el => getComputedStyle(el).borderColor") == "rgb(180, 35, 24)"
+    screenshot(page, "form-errors-by-field", "#answers-form")
+    # when she fixes two of them, the one left is said alone, and nothing was started meanwhile
+    page.fill("#breadth", "2")
+    page.fill("#depth", "1")
+    page.click("#start-button")
+    expect(notes).to_have_count(0)
+    expect(page.locator("#answers-form .form-error")).to_contain_text("budget")
+    expect(page.locator("#budget-tokens")).to_have_attribute("aria-invalid", "true")
+    assert page.locator("#breadth").get_attribute("aria-invalid") is None
+    assert Research.objects.get(owner=user).status == ResearchStatus.AWAITING_ANSWERS
     assert watched.errors == []

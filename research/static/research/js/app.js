@@ -53,6 +53,7 @@ function main() {
       sidebar.upsert({ id, title, status: "queued", created_at: new Date().toISOString(), finished_at: null });
       navigate(`/research/${id}/`);
     },
+    onDiscarded: (id) => sidebar.remove(id),
   });
 
   // `moveFocus`: on a change of view (not on the first load, where focus stays at the top of the page so that the

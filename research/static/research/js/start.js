@@ -38,10 +38,11 @@ const FIELD_INPUTS = {
 const MIN_PROMPT_CHARS = 10;
 
 export class StartFlow {
-  constructor(root, limits, { onStarted }) {
+  constructor(root, limits, { onStarted, onDiscarded }) {
     this.root = root;
     this.limits = limits;
     this.onStarted = onStarted;
+    this.onDiscarded = onDiscarded || (() => {});
     this.researchId = null;
     this.promptForm = root.querySelector("#prompt-form");
     this.answersForm = root.querySelector("#answers-form");
@@ -71,7 +72,11 @@ export class StartFlow {
       // Back is for changing the request: the questions asked for this one go with it, rather than stay in the
       // sidebar as a research never started (asking again makes a new one).
       const draft = this.researchId;
-      if (draft) api(`/api/research/${draft}`, { method: "DELETE" }).catch(() => {});
+      if (draft) {
+        api(`/api/research/${draft}`, { method: "DELETE" })
+          .then(() => this.onDiscarded(draft))
+          .catch(() => {});
+      }
       this.reset(false);
       this.prompt.focus(); // the Back button is hidden with its form: focus goes where the user is going back to
     });
@@ -94,6 +99,7 @@ export class StartFlow {
     if (!box.id) box.id = `${form.id || "form"}-error`;
     box.textContent = message || "";
     show(box, Boolean(message));
+    for (const note of form.querySelectorAll(".field-error")) note.remove();
     for (const input of form.querySelectorAll("[aria-invalid]")) {
       input.removeAttribute("aria-invalid");
       input.removeAttribute("aria-describedby");
@@ -104,6 +110,24 @@ export class StartFlow {
       input.setAttribute("aria-describedby", box.id);
       input.focus();
     }
+  }
+
+  // Several problems at once: each said beside its field (which is marked invalid and described by it), the form's
+  // message counting them, the first of those fields focused. One problem is said as `error` says it.
+  errors(form, problems) {
+    if (problems.length <= 1) return this.error(form, problems.length ? problems[0].message : "", problems[0]?.field);
+    this.error(form, `${problems.length} settings need a change; each is said beside its field.`);
+    let first = null;
+    for (const { message, field } of problems) {
+      const input = field && FIELD_INPUTS[field] ? form.querySelector(`#${FIELD_INPUTS[field]}`) : null;
+      if (!input) continue;
+      const note = h("p", { class: "field-error", id: `${input.id}-error`, text: message });
+      (input.closest("label") || input).after(note); // outside its label: the label stays the field's name
+      input.setAttribute("aria-invalid", "true");
+      input.setAttribute("aria-describedby", note.id);
+      first = first || input;
+    }
+    if (first) first.focus();
   }
 
   busy(button, busy, label) {
@@ -233,18 +257,21 @@ export class StartFlow {
     this.error(this.answersForm, "");
     const breadth = clampInt(this.breadth.value, 1, this.limits.maxBreadth);
     const depth = clampInt(this.depth.value, 1, this.limits.maxDepth);
+    // Every problem of the settings at once, not one per try.
+    const problems = [];
     if (breadth === null) {
-      return this.error(this.answersForm, `Breadth must be a whole number from 1 to ${this.limits.maxBreadth}.`, "breadth");
+      problems.push({ message: `Breadth must be a whole number from 1 to ${this.limits.maxBreadth}.`, field: "breadth" });
     }
     if (depth === null) {
-      return this.error(this.answersForm, `Depth must be a whole number from 1 to ${this.limits.maxDepth}.`, "depth");
+      problems.push({ message: `Depth must be a whole number from 1 to ${this.limits.maxDepth}.`, field: "depth" });
     }
     const { budget, error, field } = readBudget(this.answersForm);
-    if (error) return this.error(this.answersForm, error, field);
-    const mode = readMode(this.answersForm, depth);
-    if (mode.error) return this.error(this.answersForm, mode.error, mode.field);
+    if (error) problems.push({ message: error, field });
+    const mode = readMode(this.answersForm, depth === null ? this.limits.maxDepth : depth);
+    if (mode.error) problems.push({ message: mode.error, field: mode.field });
     const length = readReportLength(this.answersForm);
-    if (length.error) return this.error(this.answersForm, length.error, "report_length");
+    if (length.error) problems.push({ message: length.error, field: "report_length" });
+    if (problems.length) return this.errors(this.answersForm, problems);
     const answers = [...this.questions.querySelectorAll("textarea")].map((field) => field.value.trim());
     this.busy(this.startButton, true, "Starting…");
     try {
