@@ -3,7 +3,6 @@ the same number of analysed pages on their card, in the coverage line, in the re
 and their query totals say what was left. On the real stack: daphne, the session's worker processes, PostgreSQL,
 Redis and the loopback fakes."""
 
-import json
 import re
 
 import pytest
@@ -50,16 +49,7 @@ def test_every_place_shows_the_same_page_figures_for_each_ending(
 ) -> None:
     # given a completed research, one its token budget stopped, and one cancelled and then reported on
     completed = wait_finished(start_research(api, 2, 2))
-    body = {
-        "prompt": "How do heat pumps perform in cold climates?",
-        "questions": [{"question": "Which climates?", "answer": "Nordic"}],
-        "breadth": 3,
-        "depth": 3,
-        "budget": {"tokens": TOKEN_BUDGET},
-    }
-    response = api.post("/api/research/start", data=json.dumps(body), content_type="application/json")
-    assert response.status_code == 202, response.content
-    stopped = wait_finished(response.json()["research_id"])
+    stopped = wait_finished(start_research(api, 3, 3, budget={"tokens": TOKEN_BUDGET}))
     cancelled = seed_research(user, "Heat pumps in Nordic winters", "cancelled", page_url=fake_web.page_url)
     assert api.post(f"/api/research/{cancelled.pk}/report").status_code == 202
     cancelled = wait_finished(str(cancelled.pk))

@@ -21,6 +21,7 @@ from django.db.models import Count, Q
 
 from research.collection.overview import Overview, collection_overview
 from research.control import budgets
+from research.live.figures import page_counts
 from research.models import Extract, QueryStatus, Research, SerpQuery, Website, WebsiteStatus
 from workers.pipeline.citations import Stats
 
@@ -69,16 +70,19 @@ def tree_outcome(research_id: Any) -> TreeOutcome:
         .values_list("query", "objective", "found", "analysed")
     ]
     websites = Website.objects.filter(research_id=research_id)
-    analysed = websites.filter(status=WebsiteStatus.ANALYZED)
     read: dict[str, ReadPage] = {}
-    for url, title, dated, standing in analysed.order_by("pk").values_list(
-        "url", "title", "page__dated", "page__standing"
+    for url, title, dated, standing in (
+        websites.filter(status=WebsiteStatus.ANALYZED)
+        .order_by("pk")
+        .values_list("url", "title", "page__dated", "page__standing")
     ):
         read.setdefault(url, ReadPage(title or url, url, dated, standing or "current"))
     # A page found by several queries failed once.
     failed_pages = dict(websites.filter(status=WebsiteStatus.FAILED).values_list("url", "failure_reason"))
     failed = Counter(reason or "error" for reason in failed_pages.values())
-    return TreeOutcome(queries, len(read), list(read.values()), failed)
+    # Pages analysed as the page's cards count them (one definition: research/live/figures.py).
+    pages = page_counts(websites.values_list("url", "status"))
+    return TreeOutcome(queries, pages.analysed, list(read.values()), failed)
 
 
 def failure_cause(research: Research, outcome: TreeOutcome) -> str | None:
