@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from research.models import (
+    ApiToken,
     AskedQuestion,
     CollectionDocument,
     Document,
@@ -325,6 +326,24 @@ class LlmCallAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: LlmCall | None = None) -> bool:
         return False  # the research's usage tallies hold its calls' sums: a call goes only with its research
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Users' API tokens: who has which, when each was last used; an operator revokes one by deleting it. Tokens are
+    made by their owners (the secret is shown to them once), never here; the digest is not shown."""
+
+    list_display = ("name", "owner", "prefix", "read_only", "created_at", "last_used_at")
+    list_filter = ("read_only",)
+    search_fields = ("name", "owner__username", "prefix")
+    fields = ("name", "owner", "prefix", "read_only", "created_at", "last_used_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(ModelCheck)

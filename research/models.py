@@ -719,6 +719,31 @@ class RateHit(models.Model):
         return f"{self.key} {self.created_at:%Y-%m-%d %H:%M:%S}"
 
 
+class ApiToken(models.Model):
+    """A personal API token: `Authorization: Bearer <token>` on the JSON API and the MCP server, as its owner.
+
+    Only a SHA-256 digest of the secret is kept. The secret is 256 random bits, so its digest cannot be reversed by
+    guessing, and a token is found by one indexed read; a slow password hash would buy nothing. Revoking deletes
+    the row, so the next request with it is refused."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    # The secret's first characters, shown in lists so that a user can tell their tokens apart.
+    prefix = models.CharField(max_length=16)
+    digest = models.CharField(max_length=64, unique=True)
+    # A read-only token reads; anything that starts work or changes data is refused (403).
+    read_only = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Written at most once a minute (research/control/tokens.py), so calls do not each write the row.
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
 class ModelVerdict(models.TextChoices):
     WORKS = "works", "works"
     WORKS_WITH_SETTINGS = "works_with_settings", "works with settings"

@@ -1,4 +1,5 @@
-"""ASGI entry point for daphne: HTTP through Django, websockets through Channels with login and origin checks."""
+"""ASGI entry point for daphne: HTTP through Django (but /mcp, the MCP server over streamable HTTP, which authenticates
+its own token), websockets through Channels with login and origin checks."""
 
 import os
 
@@ -14,11 +15,23 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from research.web.mcp_server import McpHttp  # noqa: E402
 from research.web.routing import websocket_urlpatterns  # noqa: E402
+
+mcp_app = McpHttp()
+
+
+async def http(scope, receive, send) -> None:
+    """/mcp to the MCP server, everything else to Django."""
+    if scope["path"] in ("/mcp", "/mcp/"):
+        await mcp_app(scope, receive, send)
+    else:
+        await django_asgi_app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

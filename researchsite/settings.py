@@ -66,6 +66,9 @@ MIDDLEWARE = [
     "research.web.middleware.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # `Authorization: Bearer <token>` on /api/: the token's owner instead of the session's user, no CSRF
+    # check (no cookie), read-only tokens refused anything but reading (research/web/middleware.py).
+    "research.web.middleware.BearerTokenMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

@@ -4,13 +4,14 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic.base import RedirectView
 
-from research.web import api, collection_views, documents, views
+from research.web import api, collection_views, documents, tokens, views
 
 api_patterns = [
     path("research", api.research_list, name="research-list"),
     path("research/questions", api.questions, name="research-questions"),
     path("research/start", api.start, name="research-start"),
     path("research/<str:research_id>", api.research_detail, name="research-detail"),
+    path("research/<str:research_id>/status", api.research_progress, name="research-status"),
     path("research/<str:research_id>/events", api.research_events, name="research-events"),
     path("research/<str:research_id>/report.md", api.report_md, name="research-report"),
     path("research/<str:research_id>/error-output.md", api.error_output_md, name="research-error-output"),
@@ -35,6 +36,8 @@ api_patterns = [
     # With or without the trailing slash: the other endpoints have none, the documents' are documented with one.
     re_path(r"^documents/?$", documents.documents, name="documents-api"),
     re_path(r"^documents/(?P<document_id>[0-9]+)/?$", documents.document_detail, name="document-api"),
+    path("tokens", tokens.token_list, name="tokens-api"),
+    path("tokens/<int:token_id>", tokens.token_detail, name="token-api"),
 ]
 
 urlpatterns = [
@@ -56,6 +59,8 @@ urlpatterns = [
     ),
     path("documents/", documents.documents_page, name="documents"),
     path("documents/<int:document_id>/delete/", documents.document_delete, name="document-delete"),
+    path("tokens/", tokens.tokens_page, name="tokens"),
+    path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("accounts/signup/", views.signup, name="signup"),
     # Django's account views without password reset: no mail is set up, and its form would tell known addresses
     # (a 500 when mailing fails) from unknown ones (a redirect). Forgotten passwords are reset in the admin.

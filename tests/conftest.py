@@ -13,7 +13,7 @@ from django.test.utils import override_settings
 
 from devtools.fakes import FakeLLM, FakeSearx, FakeWeb
 from devtools.fakes.behaviours import ResearchModel
-from devtools.servers import WorkerPool, process_env
+from devtools.servers import PLAIN_HTTP, DaphneServer, WorkerPool, process_env
 from tests.support.browser import FAILURES, SCREENSHOTS
 from tests.support.e2e import WORKER_ENV, settle
 from tests.support.lanes import lane_of
@@ -230,6 +230,18 @@ def workers(worker_pool: WorkerPool, transactional_db: None, redis_conn: redis.R
     (a worker still reading while Django truncates the tables deadlocks the truncation)."""
     yield worker_pool
     settle(redis_conn)
+
+
+@pytest.fixture(scope="session")
+def daphne(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iterator[DaphneServer]:
+    """The web process, with the environment the workers get, on plain HTTP: for the browser tests and the tests
+    of the API's clients (the command line client, the MCP server over HTTP)."""
+    env = process_env({**WORKER_ENV, **internet, **PLAIN_HTTP, "DEBUG": "false"})
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server keeps Django's async-safety checks
+    with django_db_blocker.unblock():
+        server = DaphneServer(env).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.utils.timezone import now
 
+from research.control import tokens
 from research.models import (
     AskedQuestion,
     CollectionDocument,
@@ -41,6 +42,7 @@ def test_every_admin_page_loads(client, django_user_model) -> None:
     ModelCheck.objects.create(
         base_url="http://127.0.0.1:11434/v1", model_names="m", verdict="works", report={}, output="Verdict: works"
     )
+    tokens.create(superuser, "laptop", read_only=True)
     client.force_login(superuser)
     checked = 0
     for model in admin.site._registry:

@@ -478,7 +478,18 @@ def test_rate_limiter_holds_across_workers_with_half_the_calls_429(
     assert len(times) <= limit * (span + 1), f"{len(times)} calls in {span:.1f} s"
 
 
-def test_hostile_pages_cost_nothing(stack, user, fake_web, fake_searx) -> None:
+@pytest.fixture
+def patient_stack(internet, transactional_db, research_model) -> Iterator[Stack]:
+    """A stack whose fetches may take 10 s instead of the tests' usual 3: with three test processes on two cores,
+    reading the gzip bomb to its size cap once took longer than 3 s, and it failed as a timeout instead of as too
+    large. The page that drips for 30 s still runs out of time."""
+    built = make_stack(internet, {"SCRAPE_DEADLINE": "10"})
+    yield built
+    built.stop()
+
+
+def test_hostile_pages_cost_nothing(patient_stack, user, fake_web, fake_searx) -> None:
+    stack = patient_stack
     with Canary() as canary:
         # given search results that are all hostile in a different way
         hostile = {

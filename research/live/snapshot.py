@@ -97,6 +97,20 @@ def build_snapshot(research_id: ResearchId) -> dict[str, Any]:
     }
 
 
+def research_status(research_id: ResearchId) -> dict[str, Any]:
+    """What a client following a research asks for every few seconds: its state and its progress counts, as the
+    snapshot gives them, from four small reads (no texts, no extracts, no report). Raises Research.DoesNotExist."""
+    research = with_usage(research_id)
+    query_rows = list(SerpQuery.objects.filter(research_id=research.pk).values(*QUERY_FIELDS))
+    website_rows = list(Website.objects.filter(research_id=research.pk).values_list("url", "status"))
+    extract_count = Extract.objects.filter(research_id=research.pk).count()
+    statuses = Counter(status for _, status in website_rows)
+    return {
+        "research": research_state(research),
+        "progress": progress(research, query_rows, statuses, extract_count, page_counts(website_rows)),
+    }
+
+
 def questions(research_id: ResearchId) -> list[dict[str, Any]]:
     """The follow-up questions asked before the research began, in order, with the user's answers."""
     rows = FollowUpQuestion.objects.filter(research_id=research_id).order_by("position")

@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from research.collection.documents import public_links
 from research.control import ask, branches, plan_review, quotas, services
-from research.live.snapshot import build_snapshot, events_after, research_summary
+from research.live.snapshot import build_snapshot, events_after, research_status, research_summary
 from research.models import (
     AnswerStatus,
     AskedQuestion,
@@ -219,6 +219,13 @@ def research_detail(request: HttpRequest, research_id: str) -> HttpResponse:
         services.delete(research)
         return HttpResponse(status=204)
     return JsonResponse(build_snapshot(research.pk))
+
+
+@api_view("GET")
+def research_progress(request: HttpRequest, research_id: str) -> HttpResponse:
+    """{"research", "progress"}: the snapshot's state and counts without its tree, for clients that poll."""
+    research = own_research(request, research_id)
+    return JsonResponse(research_status(research.pk))
 
 
 @api_view("GET")

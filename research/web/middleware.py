@@ -1,5 +1,5 @@
-"""HTTP middleware: a Content-Security-Policy on every response, static files served by the app itself, and the
-size limits of document uploads."""
+"""HTTP middleware: a Content-Security-Policy on every response, static files served by the app itself, the size
+limits of document uploads, and personal API tokens (`Authorization: Bearer`) on the JSON API."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +10,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 from django.http.multipartparser import MultiPartParserError
 from django.utils.html import escape
 from whitenoise.middleware import WhiteNoiseMiddleware
+
+from research.control import tokens
 
 # No inline script, style or event handler anywhere; everything the pages load comes from this origin. 'self' in
 # connect-src covers the same-origin ws:/wss: websockets in every current browser (CSP level 3).
@@ -114,3 +116,40 @@ def _refused(request: HttpRequest, status: int, message: str) -> HttpResponse:
         content_type="text/html; charset=utf-8",
     )
     return response
+
+
+# Where a token stands for its owner: the JSON API (the MCP server at /mcp checks its own, then calls this API with
+# it). Pages stay with the session.
+TOKEN_PATHS = ("/api/",)
+# What a read-only token may do: read.
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class BearerTokenMiddleware:
+    """`Authorization: Bearer <token>` on the JSON API: the request is its owner's, whatever session cookie comes
+    with it. A token that is unknown, revoked or whose owner is inactive is refused at once (401), never passed on as
+    an anonymous request; a read-only one is refused anything but reading (403). Token requests carry no cookie a
+    page could forge, so the CSRF check (which guards cookie sessions) is not theirs.
+
+    It sits after AuthenticationMiddleware, whose lazy user it replaces, and before the views' CSRF check, which
+    runs once every middleware has seen the request."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        scheme, _, secret = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+        if scheme.lower() != "bearer" or not request.path.startswith(TOKEN_PATHS):
+            return self.get_response(request)
+        token = tokens.authenticate(secret.strip())
+        if token is None:
+            response = JsonResponse({"error": {"field": None, "message": "invalid or revoked token"}}, status=401)
+            response["WWW-Authenticate"] = 'Bearer error="invalid_token"'
+            return response
+        if token.read_only and request.method not in READ_METHODS:
+            message = "this token is read-only: it cannot start work or change data"
+            return JsonResponse({"error": {"field": None, "message": message}}, status=403)
+        request.user = token.owner
+        request.api_token = token  # type: ignore[attr-defined]
+        request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
+        return self.get_response(request)

@@ -12,9 +12,8 @@ import pytest
 import redis
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Dialog, Page, sync_playwright
 
-from devtools.servers import PLAIN_HTTP, DaphneServer, process_env
 from tests.support.browser import DESKTOP, chromium, save_failure
-from tests.support.e2e import WORKER_ENV, settle
+from tests.support.e2e import settle
 
 FAILED = pytest.StashKey[bool]()  # set on a test item whose call phase failed
 
@@ -28,17 +27,6 @@ def pytest_runtest_makereport(
     if report.when == "call":
         item.stash[FAILED] = report.failed
     return report
-
-
-@pytest.fixture(scope="session")
-def daphne(django_db_setup, django_db_blocker, internet: dict[str, str]) -> Iterator[DaphneServer]:
-    """The web process, with the environment the workers get, on plain HTTP."""
-    env = process_env({**WORKER_ENV, **internet, **PLAIN_HTTP, "DEBUG": "false"})
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server keeps Django's async-safety checks
-    with django_db_blocker.unblock():
-        server = DaphneServer(env).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ def test_a_cancelled_research_offers_a_report_of_what_it_found(daphne, open_page
     assert watched.errors == []
 
 
-def test_the_start_form_marks_the_field_at_fault(daphne, open_page, user) -> None:
+def test_the_start_form_marks_every_field_at_fault(daphne, open_page, user) -> None:
     watched = open_page()
     page = watched.page
     sign_in(page, daphne.url, "alice", "/")
@@ -112,6 +112,15 @@ def test_the_start_form_marks_the_field_at_fault(daphne, open_page, user) -> Non
     expect(error).to_contain_text("whole number")
     expect(page.locator("#num-questions")).to_have_attribute("aria-invalid", "true")
     assert page.locator("#prompt").get_attribute("aria-invalid") is None
+    # both wrong at once: both said, each beside its field, the first focused
+    page.fill("#prompt", "x")
+    page.click("#ask-button")
+    expect(error).to_contain_text("2 fields need a change")
+    for field, words in (("prompt", "Say a little more"), ("num-questions", "whole number")):
+        expect(page.locator(f"#{field}")).to_have_attribute("aria-invalid", "true")
+        expect(page.locator(f"#{field}")).to_have_attribute("aria-describedby", f"{field}-error")
+        expect(page.locator(f"#{field}-error")).to_contain_text(words)
+    expect(page.locator("#prompt")).to_be_focused()
     assert watched.errors == []
 
 

@@ -16,7 +16,7 @@ from tests.support.browser import PHONE, screenshot
 from tests.support.deltas import Watcher
 from tests.support.factories import build_tree
 from tests.support.logins import sign_in
-from tests.support.seed import seed_research
+from tests.support.seed import QUOTE_ONE, seed_research
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,6 +125,34 @@ def test_report_view_renders_the_report_with_citation_links(daphne, open_page, u
     page.click("#tab-log")
     expect(page.locator("#events li.event")).to_have_count(research.last_event_seq)
     expect(page.locator("#tree li.q")).to_have_count(4)
+    assert watched.errors == []
+
+
+def test_a_web_citation_opens_its_page_scrolled_to_the_quote(daphne, open_page, user, fake_web, fakes) -> None:
+    # given a report citing a long page whose quoted sentence is far below its first screen
+    filler = "".join(f"<p>Background note {n} on heat pump installation practice.</p>" for n in range(150))
+    fake_web.add_page(
+        "/page/report-source-one",
+        f"<html><head><title>Long source</title></head><body><article>{filler}"
+        f'<p id="quoted">{QUOTE_ONE}</p>{filler}</article></body></html>',
+    )
+    research = seed_research(user, "Heat pumps in Nordic winters", "completed", page_url=fake_web.page_url, report=True)
+    watched = open_page()
+    page = watched.page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    # when alice clicks its first citation
+    with watched.context.expect_page() as opened:
+        page.locator("#report-body p a").first.click()
+    source = opened.value
+    source.wait_for_load_state()
+    # then the page opens scrolled to the quoted sentence, which the browser marks (a text fragment)
+    assert "#:~:text=" in source.url
+    source.wait_for_function("() => window.scrollY > 0", timeout=10_000)
+    top, bottom, height = source.locator("#quoted").evaluate(
+        "el => { const r = el.getBoundingClientRect(); return [r.top, r.bottom, window.innerHeight]; }"
+    )
+    assert 0 <= top and bottom <= height, (top, bottom, height)
+    screenshot(source, "citation-web-page-at-quote")
     assert watched.errors == []
 
 

@@ -67,30 +67,23 @@ def answer_one_question(page: Page, breadth: int, depth: int) -> None:
 # and rewrapped every row) and the actions row its buttons' height (the header grew by 3-6 px at load).
 MAX_LAYOUT_SHIFT = 0.1
 
-# Every layout shift not caused by the reader, from the page's load on (the report growing while it is written, its
-# sections landing in place of their skeletons, is kept apart in `__growthShift`: a section's height is not known
-# until it is written), with when (ms), what moved and from where
-# to where (y and height of each moved element), for the failure message. Shifts of rows inside the events box
-# alone are the log following its newest row (new rows below, the oldest leaving above, scrolled to the end): that
-# is its purpose, not a jump, and Chromium counts it when the rows leave in the frame a batch arrives in (0.11 once
-# in CI, when the first events came in two pushes); they are kept apart in `__logShift`.
+# Every layout shift not caused by the reader, from the page's load on (the report growing while it is written
+# included), with when (ms), what moved and from where to where (y and height of each moved element), for the
+# failure message. Shifts of rows inside the events box alone are the log following its newest row (new rows below,
+# the oldest leaving above, scrolled to the end): that is its purpose, not a jump, and Chromium counts it when the
+# rows leave in the frame a batch arrives in (0.11 once in CI, when the first events came in two pushes); they are
+# kept apart in `__logShift`.
 LAYOUT_SHIFTS = """() => {
   window.__shift = 0;
   window.__logShift = 0;
-  window.__growthShift = 0;
   window.__shifts = [];
   const log = document.getElementById("events-box");
-  const growth = document.getElementById("report-growth");
   new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       if (entry.hadRecentInput) continue;
       const sources = entry.sources || [];
       if (sources.length && sources.every((s) => s.node && log.contains(s.node))) {
         window.__logShift += entry.value;
-        continue;
-      }
-      if (sources.length && sources.every((s) => s.node && growth.contains(s.node))) {
-        window.__growthShift += entry.value;
         continue;
       }
       window.__shift += entry.value;

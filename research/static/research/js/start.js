@@ -114,9 +114,9 @@ export class StartFlow {
 
   // Several problems at once: each said beside its field (which is marked invalid and described by it), the form's
   // message counting them, the first of those fields focused. One problem is said as `error` says it.
-  errors(form, problems) {
+  errors(form, problems, noun = "settings") {
     if (problems.length <= 1) return this.error(form, problems.length ? problems[0].message : "", problems[0]?.field);
-    this.error(form, `${problems.length} settings need a change; each is said beside its field.`);
+    this.error(form, `${problems.length} ${noun} need a change; each is said beside its field.`);
     let first = null;
     for (const { message, field } of problems) {
       const input = field && FIELD_INPUTS[field] ? form.querySelector(`#${FIELD_INPUTS[field]}`) : null;
@@ -140,17 +140,16 @@ export class StartFlow {
     this.error(this.promptForm, "");
     const prompt = this.prompt.value.trim();
     const count = clampInt(this.numQuestions.value, 1, this.limits.maxQuestions);
-    if (!prompt) return this.error(this.promptForm, "Describe what you want to research.", "prompt");
-    if (prompt.length < MIN_PROMPT_CHARS) {
-      return this.error(this.promptForm, "Say a little more about what you want to research (a sentence will do).", "prompt");
+    const problems = [];
+    if (!prompt) problems.push({ message: "Describe what you want to research.", field: "prompt" });
+    else if (prompt.length < MIN_PROMPT_CHARS) {
+      problems.push({ message: "Say a little more about what you want to research (a sentence will do).", field: "prompt" });
     }
     if (count === null) {
-      return this.error(
-        this.promptForm,
-        `Choose a whole number from 1 to ${this.limits.maxQuestions} follow-up questions.`,
-        "num_questions",
-      );
+      const message = `Choose a whole number from 1 to ${this.limits.maxQuestions} follow-up questions.`;
+      problems.push({ message, field: "num_questions" });
     }
+    if (problems.length) return this.errors(this.promptForm, problems, "fields"); // all at once, each by its field
     return this.waiting(async (current) => {
       this.askStatus.textContent = WAITING_TEXT; // at once: the server may hold the request while the model writes
       const answer = await api("/api/research/questions", { method: "POST", body: { prompt, num_questions: count } });

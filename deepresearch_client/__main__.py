@@ -1,0 +1,3 @@
+from deepresearch_client.cli import main
+
+raise SystemExit(main())
