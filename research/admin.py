@@ -26,6 +26,7 @@ from research.models import (
     Research,
     ResearchQuerySet,
     SerpQuery,
+    ShareLink,
     UnreadableFile,
     Website,
 )
@@ -337,6 +338,22 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_filter = ("read_only",)
     search_fields = ("name", "owner__username", "prefix")
     fields = ("name", "owner", "prefix", "read_only", "created_at", "last_used_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ShareLink)
+class ShareLinkAdmin(admin.ModelAdmin):
+    """Links that share a report version with anyone holding them; an operator revokes one by deleting it. The key
+    is not shown: it is the permission to read."""
+
+    list_display = ("research", "version", "created_at", "expires_at")
+    fields = ("research", "version", "created_at", "expires_at")
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:

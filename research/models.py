@@ -744,6 +744,24 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
 
+class ShareLink(models.Model):
+    """A read-only link to one report version of a research, for anyone holding it: the report, its sources and
+    quotes, and nothing else of the owner's. The key (192 random bits) is kept as it is, so the owner can copy the
+    link again from the list; revoking deletes the row, and an expired link answers like a revoked one (404)."""
+
+    research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="shares")
+    version = models.PositiveIntegerField()
+    key = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"share of {self.research_id} v{self.version}"
+
+
 class ModelVerdict(models.TextChoices):
     WORKS = "works", "works"
     WORKS_WITH_SETTINGS = "works_with_settings", "works with settings"

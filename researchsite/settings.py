@@ -362,6 +362,11 @@ SPEND_RATE_LIMIT = env_int("SPEND_RATE_LIMIT", 30, minimum=0)
 # Failed sign-ins per LOGIN_RATE_WINDOW seconds, per username and per client address, before sign-in answers 429.
 LOGIN_RATE_LIMIT = env_int("LOGIN_RATE_LIMIT", 10, minimum=0)
 LOGIN_RATE_WINDOW = env_int("LOGIN_RATE_WINDOW", 900, minimum=1)
+# Views of shared reports (/share/<key>/) per minute from one client address, a right key or a wrong one: the links
+# are unguessable, and this keeps anyone from trying many.
+SHARE_RATE_LIMIT = env_int("SHARE_RATE_LIMIT", 60, minimum=1)
+# The longest a share link may be given to live (expires_in, seconds): a year.
+MAX_SHARE_SECONDS = 365 * 24 * 3600
 
 # --- Security -------------------------------------------------------------------------------------------
 SECURE_CONTENT_TYPE_NOSNIFF = True

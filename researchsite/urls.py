@@ -4,7 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic.base import RedirectView
 
-from research.web import api, collection_views, documents, tokens, views
+from research.web import api, collection_views, documents, shares, tokens, views
 
 api_patterns = [
     path("research", api.research_list, name="research-list"),
@@ -29,6 +29,8 @@ api_patterns = [
     path("research/<str:research_id>/queries/<int:query_id>/cancel", api.query_cancel, name="query-cancel"),
     path("research/<str:research_id>/queries/<int:query_id>/retry", api.query_retry, name="query-retry"),
     path("research/<str:research_id>/deepen", api.deepen, name="deepen"),
+    path("research/<str:research_id>/shares", shares.share_list, name="shares-api"),
+    path("research/<str:research_id>/shares/<int:share_id>", shares.share_detail, name="share-api"),
     path("research/<str:research_id>/ask", api.ask_question, name="ask"),
     path("research/<str:research_id>/conversation/<int:question_id>.html", api.answer_html, name="answer-html"),
     path("research/<str:research_id>/plan", api.plan, name="plan"),
@@ -59,6 +61,10 @@ urlpatterns = [
     ),
     path("documents/", documents.documents_page, name="documents"),
     path("documents/<int:document_id>/delete/", documents.document_delete, name="document-delete"),
+    path("research/<uuid:research_id>/shares/", shares.shares_page, name="shares"),
+    path("research/<uuid:research_id>/shares/<int:share_id>/revoke/", shares.share_revoke, name="share-revoke"),
+    # A shared report: no sign-in (the key is the permission).
+    path("share/<str:key>/", shares.shared_report, name="shared-report"),
     path("tokens/", tokens.tokens_page, name="tokens"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("accounts/signup/", views.signup, name="signup"),

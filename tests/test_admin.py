@@ -18,6 +18,7 @@ from research.models import (
     ModelCheck,
     Page,
     Research,
+    ShareLink,
     UnreadableFile,
     Website,
 )
@@ -43,6 +44,7 @@ def test_every_admin_page_loads(client, django_user_model) -> None:
         base_url="http://127.0.0.1:11434/v1", model_names="m", verdict="works", report={}, output="Verdict: works"
     )
     tokens.create(superuser, "laptop", read_only=True)
+    ShareLink.objects.create(research=research, version=1, key="k" * 32)
     client.force_login(superuser)
     checked = 0
     for model in admin.site._registry:

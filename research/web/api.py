@@ -14,7 +14,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from research.collection.documents import public_links
-from research.control import ask, branches, plan_review, quotas, services
+from research.control import ask, branches, plan_review, quotas, services, shares
 from research.live.snapshot import build_snapshot, events_after, research_status, research_summary
 from research.models import (
     AnswerStatus,
@@ -67,6 +67,7 @@ SERVICE_ERROR_STATUS = {
     branches.QueryConflict: 409,
     plan_review.NotUnderReview: 409,
     ask.NotAskable: 409,
+    shares.NotShareable: 409,
 }
 
 

@@ -11,7 +11,6 @@ from datetime import timedelta
 from urllib.parse import urlencode
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
@@ -19,41 +18,12 @@ from research.collection.documents import store_document
 from research.collection.readers import ParsedDocument
 from research.models import AnswerStatus, AskedQuestion, DocumentOrigin, Research, ResearchStatus, SerpQuery
 from research.text.links import link_title
-from tests.support.browser import DESKTOP, PHONE, answer_one_question, screenshot
+from tests.support.accessibility import VIEWPORTS, assert_accessible
+from tests.support.browser import PHONE, answer_one_question, screenshot
 from tests.support.logins import PASSWORD, sign_in
 from tests.support.seed import QUOTE_ONE, seed_research
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-VIEWPORTS = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
-BLOCKING = ("serious", "critical")
-AXE = Axe()
-# axe-core's default rules, and two it leaves off by default: WCAG 2.2's target size (2.5.8), and an accessible name
-# that does not contain the visible label (2.5.3, experimental in axe-core).
-AXE_OPTIONS = {
-    "resultTypes": ["violations"],
-    "rules": {"target-size": {"enabled": True}, "label-content-name-mismatch": {"enabled": True}},
-}
-
-
-def axe_problems(page: Page) -> list[str]:
-    """axe-core's serious and critical violations on the page as it is now, one readable line per element."""
-    results = AXE.run(page, options=AXE_OPTIONS).response
-    problems = []
-    for violation in results["violations"]:
-        if violation["impact"] not in BLOCKING:
-            continue
-        for node in violation["nodes"]:
-            summary = node.get("failureSummary", "").replace("\n", " ")
-            where = f"{node['target']}: {node['html'][:160]}"
-            problems.append(f"{violation['id']} ({violation['impact']}) {where} | {summary}")
-    return problems
-
-
-def assert_accessible(page: Page) -> None:
-    problems = axe_problems(page)
-    assert not problems, "axe-core found:\n" + "\n".join(problems)
-
 
 # --- axe-core on every page ---------------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ export class ResearchView {
       downloadDocx: $("#download-docx"),
       exportConversation: $("#export-conversation"),
       askShortcut: $("#ask-shortcut"),
+      share: $("#share-button"),
       exportConversationField: $("#export-conversation-field"),
       queries: $("#s-queries"),
       analysed: $("#s-analysed"),
@@ -310,6 +311,9 @@ export class ResearchView {
     show(this.el.cancel, ACTIVE_STATUSES.has(r.status));
     // The Ask box is below the whole report: one step from the top to it, not a hundred Tab presses.
     show(this.el.askShortcut, r.status === "completed" && Boolean(snapshot.report));
+    // Share links are made, listed and revoked on a page of their own (research/web/shares.py).
+    this.el.share.href = `/research/${r.id}/shares/`;
+    show(this.el.share, Boolean(snapshot.report));
     show(this.el.rename, true);
     // A research under way is cancelled before it is deleted (the server refuses otherwise).
     show(this.el.delete, !ACTIVE_STATUSES.has(r.status));
