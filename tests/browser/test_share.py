@@ -74,6 +74,8 @@ def test_an_expired_share_link_is_not_found(daphne, open_page, user, fake_web) -
 def test_the_tokens_page_shows_a_new_token_once_and_revokes_it(daphne, open_page, user, viewport) -> None:
     page = open_page(viewport).page
     sign_in(page, daphne.url, "alice")
+    if page.locator("#sidebar-toggle").is_visible():  # on a phone the sidebar opens from the top bar
+        page.click("#sidebar-toggle")
     page.get_by_role("link", name="API tokens").click()
     expect(page.locator("h1")).to_have_text("API tokens")
     page.get_by_label("Name").fill("laptop CLI")
