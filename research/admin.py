@@ -33,6 +33,17 @@ from research.models import (
 from research.record.usage import usage_of
 
 
+class ListOnlyAdmin(admin.ModelAdmin):
+    """Rows the app writes and the admin only lists and opens (and may delete, where deleting is how an operator
+    removes one): nothing is added or changed here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
@@ -210,7 +221,7 @@ class DocumentAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryItem)
-class MemoryItemAdmin(admin.ModelAdmin):
+class MemoryItemAdmin(ListOnlyAdmin):
     """Memory items are only ever inserted by the memory step (workers/pipeline/memory.py): read-only here."""
 
     ordering = ("-research__created_at", "kind", "id")
@@ -220,15 +231,9 @@ class MemoryItemAdmin(admin.ModelAdmin):
     list_select_related = ("research",)
     readonly_fields = ("research", "kind", "text", "key", "query", "website_ids", "closed", "created_at")
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
+class EventAdmin(ListOnlyAdmin):
     """The event log is a record: read-only."""
 
     ordering = ("-research__created_at", "seq")
@@ -237,12 +242,6 @@ class EventAdmin(admin.ModelAdmin):
     search_fields = ("research__id", "research__title")
     list_select_related = ("research",)
     readonly_fields = ("research", "seq", "type", "data", "created_at")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(CollectionDocument)
@@ -275,7 +274,7 @@ class CollectionDocumentAdmin(admin.ModelAdmin):
 
 
 @admin.register(UnreadableFile)
-class UnreadableFileAdmin(admin.ModelAdmin):
+class UnreadableFileAdmin(ListOnlyAdmin):
     """The files `manage.py index_documents` could not index, and why: a record the command keeps (read-only);
     a row goes once its file is indexed or has left the folder."""
 
@@ -284,15 +283,9 @@ class UnreadableFileAdmin(admin.ModelAdmin):
     fields = ("path", "reason", "size", "checked_at")
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: UnreadableFile | None = None) -> bool:
-        return False
-
 
 @admin.register(LlmCall)
-class LlmCallAdmin(admin.ModelAdmin):
+class LlmCallAdmin(ListOnlyAdmin):
     """What each model request cost and whose it was: a record, read-only."""
 
     ordering = ("-research__created_at", "id")
@@ -319,18 +312,12 @@ class LlmCallAdmin(admin.ModelAdmin):
     def cost(self, call: LlmCall) -> str:
         return "unknown" if call.cost_usd is None else _dollars(call.cost_usd)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: LlmCall | None = None) -> bool:
-        return False
-
     def has_delete_permission(self, request: HttpRequest, obj: LlmCall | None = None) -> bool:
         return False  # the research's usage tallies hold its calls' sums: a call goes only with its research
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ListOnlyAdmin):
     """Users' API tokens: who has which, when each was last used; an operator revokes one by deleting it. Tokens are
     made by their owners (the secret is shown to them once), never here; the digest is not shown."""
 
@@ -340,15 +327,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
     fields = ("name", "owner", "prefix", "read_only", "created_at", "last_used_at")
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(ShareLink)
-class ShareLinkAdmin(admin.ModelAdmin):
+class ShareLinkAdmin(ListOnlyAdmin):
     """Links that share a report version with anyone holding them; an operator revokes one by deleting it. The key
     is not shown: it is the permission to read."""
 
@@ -356,15 +337,9 @@ class ShareLinkAdmin(admin.ModelAdmin):
     fields = ("research", "version", "created_at", "expires_at")
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(ModelCheck)
-class ModelCheckAdmin(admin.ModelAdmin):
+class ModelCheckAdmin(ListOnlyAdmin):
     """Runs of `manage.py check_model`, newest first: what the model server showed and each agent's verdict. A
     record: read-only (the command writes them)."""
 
@@ -377,12 +352,6 @@ class ModelCheckAdmin(admin.ModelAdmin):
     def table(self, check: ModelCheck) -> str:
         # As the command printed it: a fixed-width table, verdicts and the settings block to copy.
         return format_html('<pre style="white-space: pre-wrap">{}</pre>', check.output)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: ModelCheck | None = None) -> bool:
-        return False
 
 
 User = get_user_model()
