@@ -25,6 +25,7 @@ from research.models import (
     Page,
     Research,
     ResearchQuerySet,
+    Schedule,
     SerpQuery,
     ShareLink,
     UnreadableFile,
@@ -335,6 +336,17 @@ class ShareLinkAdmin(ListOnlyAdmin):
 
     list_display = ("research", "version", "created_at", "expires_at")
     fields = ("research", "version", "created_at", "expires_at")
+    readonly_fields = fields
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ListOnlyAdmin):
+    """Researches run again on a schedule; an operator ends one by deleting it (its owner pauses it on its page).
+    The webhook's signing key is not shown."""
+
+    list_display = ("research", "every", "paused", "next_run_at", "runs", "last_result", "webhook_result")
+    list_filter = ("paused",)
+    fields = ("research", "every", "webhook", "paused", "next_run_at", "last_run_at", "last_result", "runs")
     readonly_fields = fields
 
 

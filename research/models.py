@@ -131,6 +131,10 @@ class Research(models.Model):
     report_words = models.PositiveIntegerField(default=4000)
     # The report version being written: a retried branch of a finished research writes the next one.
     report_version = models.PositiveIntegerField(default=1)
+    # The first round of the research's latest run (0: its first run). A scheduled run (research/control/schedules.py)
+    # searches again in a new round, fetches its pages anew (Page.run_round) and writes its report from what that
+    # run found, so that an earlier run's figure is never cited as today's.
+    run_round = models.PositiveSmallIntegerField(default=0, db_default=0)
     # The outline of that version's report (title, summary), planned once; its sections are ReportSection rows.
     report_outline = models.JSONField(default=dict, blank=True)
     # Lease of the research-level step in progress (start, top-level planning, report) and its claims so far:
@@ -263,7 +267,7 @@ class Standing(models.TextChoices):
 
 
 class Page(models.Model):
-    """A URL fetched once per research; every website row with that URL analyses this text."""
+    """A URL fetched once per run of a research; every website row of that run with that URL analyses this text."""
 
     research = models.ForeignKey(Research, on_delete=models.CASCADE, related_name="pages")
     url = models.TextField()
@@ -283,6 +287,8 @@ class Page(models.Model):
     )
     failure_reason = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True)
+    # The run that fetched it (Research.run_round then): each run of a research fetches a URL once, its own copy.
+    run_round = models.PositiveSmallIntegerField(default=0, db_default=0)
     # When a worker started fetching it; a fetch that is stale (worker died) may be taken over.
     claimed_at = models.DateTimeField(null=True, blank=True)
     # The task fetching it (its claim owner): that task run again (after a lost connection, or Celery's retry)
@@ -294,7 +300,7 @@ class Page(models.Model):
     class Meta:
         constraints = [
             _status_check("page_status_valid", PageStatus),
-            models.UniqueConstraint(fields=["research", "url"], name="page_url_unique"),
+            models.UniqueConstraint(fields=["research", "url", "run_round"], name="page_url_run_unique"),
         ]
 
     def __str__(self) -> str:
@@ -493,6 +499,8 @@ class EventType(models.TextChoices):
     MEMORY_UPDATED = "memory_updated"
     RESEARCH_EVALUATED = "research_evaluated"
     REPORT_REQUESTED = "report_requested"
+    # A schedule ran a finished research again (research/control/schedules.py).
+    SCHEDULED_RUN = "scheduled_run"
     # Ask: a question about a completed research (POST /api/research/<id>/ask), answered by a worker.
     ANSWER_WRITING_START = "answer_writing_start"
     ANSWER_WRITTEN = "answer_written"
@@ -760,6 +768,37 @@ class ShareLink(models.Model):
 
     def __str__(self) -> str:
         return f"share of {self.research_id} v{self.version}"
+
+
+class Schedule(models.Model):
+    """A research run again on a schedule (research/control/schedules.py): daily, weekly, a cron line, or every so
+    many seconds. Each run writes the research's next report version, with what changed since the one before; the
+    webhook, when set, is called (signed with `secret`) once that version lands."""
+
+    research = models.OneToOneField(Research, on_delete=models.CASCADE, related_name="schedule")
+    every = models.CharField(max_length=100)
+    webhook = models.URLField(max_length=2000, blank=True)
+    # The key of the webhook's HMAC-SHA256 signature; shown to the owner, who checks the signature with it.
+    secret = models.CharField(max_length=64)
+    paused = models.BooleanField(default=False)
+    next_run_at = models.DateTimeField()
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    # What the last due time did: "started", or why it did not start a run ("running": the last run had not ended).
+    last_result = models.CharField(max_length=40, blank=True)
+    runs = models.PositiveIntegerField(default=0)
+    # The report version the last run started is writing; the webhook is called once it is stored.
+    run_version = models.PositiveIntegerField(default=0)
+    # The report version the last webhook call announced, and how it answered ("200", "timeout", ...).
+    notified_version = models.PositiveIntegerField(default=0)
+    webhook_result = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["next_run_at"]
+        indexes = [models.Index(fields=["paused", "next_run_at"], name="schedule_due")]
+
+    def __str__(self) -> str:
+        return f"{self.every} for {self.research_id}"
 
 
 class ModelVerdict(models.TextChoices):

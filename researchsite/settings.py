@@ -324,7 +324,21 @@ QUEUE_GRACE_SECONDS = env_int("QUEUE_GRACE_SECONDS", 600, minimum=1)
 MAX_ATTEMPTS = env_int("MAX_ATTEMPTS", 3, minimum=1, maximum=20)
 # Seconds between two sweeps (Celery beat).
 SWEEP_INTERVAL = env_float("SWEEP_INTERVAL", 15.0, minimum=0.5)
-CELERY_BEAT_SCHEDULE = {"sweep": {"task": "workers.tasks.sweep_task", "schedule": SWEEP_INTERVAL}}
+# Seconds between two looks for due schedules and webhooks to call (Celery beat; research/control/schedules.py).
+SCHEDULE_TICK = env_float("SCHEDULE_TICK", 30.0, minimum=0.5)
+CELERY_BEAT_SCHEDULE = {
+    "sweep": {"task": "workers.tasks.sweep_task", "schedule": SWEEP_INTERVAL},
+    "schedules": {"task": "workers.tasks.run_schedules_task", "schedule": SCHEDULE_TICK},
+}
+# The shortest interval a schedule given in seconds may have ("daily", "weekly" and cron lines are always allowed).
+SCHEDULE_MIN_INTERVAL = env_int("SCHEDULE_MIN_INTERVAL", 3600, minimum=1)
+# Seconds a webhook call may take; it is tried this many times in all, a few seconds apart.
+WEBHOOK_TIMEOUT = env_float("WEBHOOK_TIMEOUT", 10.0, minimum=0.5)
+WEBHOOK_ATTEMPTS = env_int("WEBHOOK_ATTEMPTS", 3, minimum=1, maximum=10)
+# A webhook call connects only to public addresses, as a fetch does; these host:port endpoints are let through.
+WEBHOOK_ALLOWED_PRIVATE_HOSTS = frozenset(
+    entry.partition("/")[0] for entry in env_host_ports("WEBHOOK_ALLOWED_PRIVATE_HOSTS")
+)
 
 # --- Rate limits shared by all workers through Redis (0 = no limit) ------------------------------------
 LLM_RATE_LIMIT = env_float("LLM_RATE_LIMIT", 20.0, minimum=0.0)

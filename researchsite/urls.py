@@ -4,9 +4,12 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic.base import RedirectView
 
-from research.web import api, collection_views, documents, shares, tokens, views
+from research.web import api, collection_views, documents, openapi, schedules, shares, tokens, views
 
+# Every route here is in the OpenAPI document (research/web/openapi.json), and tests/test_openapi.py fails on one
+# that is not.
 api_patterns = [
+    path("openapi.json", openapi.openapi_document, name="openapi"),
     path("research", api.research_list, name="research-list"),
     path("research/questions", api.questions, name="research-questions"),
     path("research/start", api.start, name="research-start"),
@@ -31,6 +34,7 @@ api_patterns = [
     path("research/<str:research_id>/deepen", api.deepen, name="deepen"),
     path("research/<str:research_id>/shares", shares.share_list, name="shares-api"),
     path("research/<str:research_id>/shares/<int:share_id>", shares.share_detail, name="share-api"),
+    path("research/<str:research_id>/schedule", schedules.schedule_detail, name="schedule-api"),
     path("research/<str:research_id>/ask", api.ask_question, name="ask"),
     path("research/<str:research_id>/conversation/<int:question_id>.html", api.answer_html, name="answer-html"),
     path("research/<str:research_id>/plan", api.plan, name="plan"),
@@ -41,6 +45,9 @@ api_patterns = [
     path("tokens", tokens.token_list, name="tokens-api"),
     path("tokens/<int:token_id>", tokens.token_detail, name="token-api"),
 ]
+
+# An /api/ path that matches no route answers JSON, as the rest of the API does; other paths get the 404 page.
+handler404 = api.not_found
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -65,6 +72,9 @@ urlpatterns = [
     path("research/<uuid:research_id>/shares/<int:share_id>/revoke/", shares.share_revoke, name="share-revoke"),
     # A shared report: no sign-in (the key is the permission).
     path("share/<str:key>/", shares.shared_report, name="shared-report"),
+    path("research/<uuid:research_id>/schedule/", schedules.schedule_page, name="schedule"),
+    path("research/<uuid:research_id>/schedule/<str:action>/", schedules.schedule_action, name="schedule-action"),
+    path("schedules/", schedules.schedules_page, name="schedules"),
     path("tokens/", tokens.tokens_page, name="tokens"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("accounts/signup/", views.signup, name="signup"),

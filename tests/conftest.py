@@ -47,6 +47,8 @@ def internet(fake_web: FakeWeb, fake_searx: FakeSearx, fake_llm: FakeLLM) -> Ite
         "OPENAI_BASE_URL": fake_llm.url + "/v1",
         "SEARXNG_URL": fake_searx.url,
         "SCRAPE_ALLOWED_PRIVATE_HOSTS": fake_web.host_port,
+        # A schedule's webhook is called on the fake web (tests/test_schedules.py).
+        "WEBHOOK_ALLOWED_PRIVATE_HOSTS": fake_web.host_port,
         "LLM_TIMEOUT": "10",
     }
     overrides = override_settings(
@@ -55,6 +57,7 @@ def internet(fake_web: FakeWeb, fake_searx: FakeSearx, fake_llm: FakeLLM) -> Ite
         SEARCH_PROVIDERS=["searxng"],
         RESEARCH_ENGINE="llm",
         SCRAPE_ALLOWED_PRIVATE_HOSTS=frozenset([fake_web.host_port]),
+        WEBHOOK_ALLOWED_PRIVATE_HOSTS=frozenset([fake_web.host_port]),
         LLM_TIMEOUT=10.0,
     )
     overrides.enable()

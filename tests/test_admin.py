@@ -18,6 +18,7 @@ from research.models import (
     ModelCheck,
     Page,
     Research,
+    Schedule,
     ShareLink,
     UnreadableFile,
     Website,
@@ -45,6 +46,7 @@ def test_every_admin_page_loads(client, django_user_model) -> None:
     )
     tokens.create(superuser, "laptop", read_only=True)
     ShareLink.objects.create(research=research, version=1, key="k" * 32)
+    Schedule.objects.create(research=research, every="daily", secret="whsec_x", next_run_at=now())
     client.force_login(superuser)
     checked = 0
     for model in admin.site._registry:

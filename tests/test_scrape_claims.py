@@ -142,7 +142,7 @@ def test_a_duplicate_claim_of_a_linked_website_never_waits_on_its_page_while_hol
         with connection.cursor() as cursor:
             cursor.execute("SET lock_timeout = '2s'")
         try:
-            again = _claim_new_page(running.pk, Waiting(site.pk, site.url, site.query_id), "task-2")
+            again = _claim_new_page(running.pk, Waiting(site.pk, site.url, site.query_id), "task-2", 0)
         finally:
             with connection.cursor() as cursor:
                 cursor.execute("RESET lock_timeout")

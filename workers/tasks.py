@@ -20,10 +20,11 @@ from celery.signals import task_postrun, task_prerun, task_received
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 
+from research.control import schedules
 from research.text import page_text
 from researchsite.celery import app
 from workers.errors import ResearchStopped, TransientError
-from workers.pipeline import heartbeat
+from workers.pipeline import heartbeat, webhooks
 from workers.steps import REGISTRY, Step, sweep
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,14 @@ TASKS: dict[str, Task] = {name: register(step) for name, step in list(REGISTRY.i
 def sweep_task() -> dict[str, int]:
     """Re-queue work whose lease ran out (run by Celery beat every SWEEP_INTERVAL seconds)."""
     return sweep()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def run_schedules_task() -> dict[str, int]:
+    """Start the runs of the schedules that are due, and call the webhooks of runs that have ended (run by Celery
+    beat every SCHEDULE_TICK seconds; research/control/schedules.py says why a run is never started twice)."""
+    started = schedules.run_due()
+    return {**started, **webhooks.deliver_due()}
 
 
 @task_received.connect

@@ -261,6 +261,30 @@ def run_branch_again(research_id: ResearchId, queries: int, finished: Collection
     )
 
 
+def run_again(
+    research_id: ResearchId, queries: int, run_round: int, finished: Collection[str], next_version: bool
+) -> bool:
+    """A finished research runs again on its schedule: its top-level queries anew in round `run_round` (`queries`
+    pending), its pages fetched anew, a fresh time budget and no stop of its last run, and its next report version
+    when it has a report already."""
+    return bool(
+        _research(research_id, status__in=finished).update(
+            status=ResearchStatus.RUNNING,
+            pending_queries=queries,
+            run_round=run_round,
+            partial=False,
+            stop_reason="",
+            finished_at=None,
+            error="",
+            attempts=0,
+            started_at=timezone.now(),
+            claimed_at=None,
+            claimed_by="",
+            report_version=F("report_version") + int(next_version),
+        )
+    )
+
+
 # --- what a step found, and its counters -----------------------------------------------------------------------
 
 

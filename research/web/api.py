@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 
 from research.collection.documents import public_links
 from research.control import ask, branches, plan_review, quotas, services, shares
@@ -73,6 +74,15 @@ SERVICE_ERROR_STATUS = {
 
 def error_response(status: int, message: str, field: str | None = None) -> JsonResponse:
     return JsonResponse({"error": {"field": field, "message": message}}, status=status)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The 404 handler (researchsite/urls.py): an /api/ path that matches no route (`/api/tokens/-1`, a typo) is a
+    JSON error like every other answer of the API, as its clients and its OpenAPI document expect; any other path
+    gets the site's page."""
+    if request.path.startswith("/api/"):
+        return error_response(404, "no such endpoint")
+    return defaults.page_not_found(request, exception)
 
 
 def service_error_response(exc: services.ServiceError) -> JsonResponse:
@@ -434,9 +444,12 @@ def _version(documents: QuerySet, request: HttpRequest) -> QuerySet:
     raw = request.GET.get("version")
     if raw is None:
         return documents
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SEQ:
-        raise ApiError(400, "must be a positive integer", "version")
-    return documents.filter(version=int(raw))
+    # Parsed as `after` is: str.isdigit() and int() alone let "²" (a digit int() refuses) and 5,000 digits (more
+    # than int() converts) through to a 500 (tests/test_openapi.py).
+    version = seq_param(raw)
+    if not version:
+        raise ApiError(400, f"must be an integer from 1 to {MAX_SEQ}", "version")
+    return documents.filter(version=version)
 
 
 # --- Exports: the report as PDF or Word, built per request from its markdown (research/web/exports.py) ---

@@ -27,6 +27,8 @@ from research.web.api import api_view, error_response
 
 # The list shows the newest documents first, at most this many (the API's `total` counts them all).
 MAX_LISTED = 500
+# The digits of the largest id (a 64-bit column).
+MAX_ID_DIGITS = len(str(2**63 - 1))
 UPLOAD_FIELD = "files"
 
 
@@ -104,10 +106,12 @@ def documents(request: HttpRequest) -> HttpResponse:
 
 
 @api_view("GET", "DELETE")
-def document_detail(request: HttpRequest, document_id: int) -> HttpResponse:
+def document_detail(request: HttpRequest, document_id: str) -> HttpResponse:
     """GET: the document's description; DELETE: delete one's own document (204)."""
     user = cast(User, request.user)
-    document = _readable(user).filter(pk=document_id).first()
+    # The route takes any run of digits, as a string: more than an id has is no document (int() refuses 4,300 and
+    # more digits: a 500 before).
+    document = _readable(user).filter(pk=int(document_id)).first() if len(document_id) <= MAX_ID_DIGITS else None
     if document is None:
         return error_response(404, "document not found", "document_id")
     if request.method == "GET":

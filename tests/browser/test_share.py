@@ -1,6 +1,6 @@
 """A shared report in the browser, without a session: the report of that version with its sources and quotes,
 nothing else of the owner's, accessible; the owner's Share page makes and revokes links; a revoked or expired link
-is the app's 404 page."""
+is the app's 404 page. The tokens and schedule pages, which serve the same other tools, are checked here too."""
 
 from datetime import timedelta
 
@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from research.models import ShareLink
+from research.models import Schedule, ShareLink
 from tests.support.accessibility import VIEWPORTS, assert_accessible
 from tests.support.browser import screenshot
 from tests.support.logins import sign_in
@@ -90,3 +90,41 @@ def test_the_tokens_page_shows_a_new_token_once_and_revokes_it(daphne, open_page
     assert secret not in page.content()
     page.get_by_role("button", name="Revoke laptop CLI").click()
     expect(page.locator("#token-list li")).to_have_count(0)
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_the_schedule_pages_set_pause_and_end_a_schedule(daphne, open_page, user, fake_web, viewport) -> None:
+    # given alice's completed research
+    research = seed_research(user, "Heat pumps in Nordic winters", "completed", page_url=fake_web.page_url, report=True)
+    page = open_page(viewport).page
+    sign_in(page, daphne.url, "alice", f"/research/{research.pk}/")
+    # when she opens its Schedule page from the research and gives a cron line it cannot read
+    page.click("#schedule-button")
+    expect(page.locator("h1")).to_contain_text("on a schedule")
+    page.select_option("#schedule-every", "cron")
+    page.fill("#schedule-cron", "0 25 * * *")
+    page.get_by_role("button", name="Schedule").click()
+    # then the page says why, beside the field, and keeps what she wrote
+    expect(page.locator("#schedule-error")).to_contain_text("not a cron line")
+    expect(page.locator("#schedule-cron")).to_have_value("0 25 * * *")
+    assert_accessible(page)
+    # when she gives one it reads, with a webhook
+    page.fill("#schedule-cron", "0 6 * * mon")
+    page.fill("#schedule-webhook", "https://hooks.example.com/research")
+    page.get_by_role("button", name="Schedule").click()
+    # then the schedule shows its next run (a Monday, 06:00 UTC) and the key that signs the webhook's calls
+    expect(page.locator("#current-schedule")).to_contain_text("0 6 * * mon")
+    expect(page.locator("#next-run")).to_contain_text("06:00 UTC")
+    expect(page.get_by_label("Webhook signing key")).to_have_value(Schedule.objects.get().secret)
+    assert_accessible(page)
+    screenshot(page, f"schedule-page-{viewport['width']}")
+    # and the Schedules page lists it, to pause and end
+    page.goto(f"{daphne.url}/schedules/")
+    row = page.locator("#schedule-list li")
+    expect(row).to_contain_text("Heat pumps in Nordic winters")
+    assert_accessible(page)
+    page.get_by_role("button", name="Pause the schedule of Heat pumps in Nordic winters").click()
+    expect(row).to_contain_text("paused")
+    page.get_by_role("button", name="End the schedule of Heat pumps in Nordic winters").click()
+    expect(page.locator("#schedule-list li")).to_have_count(0)
+    expect(page.locator("main")).to_contain_text("No research runs on a schedule.")

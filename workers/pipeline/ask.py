@@ -9,9 +9,10 @@ sources do not answer, the answer says so, cites nothing, and offers a query to 
 
 import logging
 
+from django.db.models import F
 from django.utils import timezone
 
-from research.models import AnswerStatus, AskedQuestion, EventType, Extract, Page, PageStatus, Research
+from research.models import AnswerStatus, AskedQuestion, EventType, Page, PageStatus, Research
 from research.record.events import record_event
 from research.record.transactions import research_transaction
 from research.text.lexical import BM25, counts, sentences, terms
@@ -24,7 +25,7 @@ from workers.pipeline import heartbeat
 from workers.pipeline.citations import drop_stray_links, render_answer
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.locks import claim_owner, claimable, worker_name
-from workers.pipeline.report import PageTexts
+from workers.pipeline.report import PageTexts, current_findings
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def relevant_sources(research_id: ResearchId, question: str) -> tuple[list[Sourc
     Pages are ranked by their best finding."""
     wanted = {term: 1.0 for term in terms(question)}
     rows = list(
-        Extract.objects.filter(research_id=research_id)
+        current_findings(research_id)
         .order_by("website__query__depth", "website_id", "position")
         .values_list(
             "website__url", "website__title", "fact", "quote", "website__page__dated", "website__page__standing"
@@ -145,7 +146,10 @@ def _add_passages(research_id: ResearchId, wanted: dict[str, float], notes: list
     (each its own quote: a sentence of the page is on the page)."""
     texts = dict(
         Page.objects.filter(
-            research_id=research_id, url__in=[n.url for n in notes], status=PageStatus.FETCHED
+            research_id=research_id,
+            url__in=[n.url for n in notes],
+            status=PageStatus.FETCHED,
+            run_round=F("research__run_round"),
         ).values_list("url", "text")
     )
     candidates: list[tuple[SourceNote, str]] = []

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Field
+from django.db.models import F, Field
 from django.utils import timezone
 
 from research.control import budgets, dispatch
@@ -50,7 +50,7 @@ from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.clients import model_window
 from workers.clients.llm import charged_to
-from workers.pipeline import heartbeat, outcome, relevance
+from workers.pipeline import changes, heartbeat, outcome, relevance
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
 from workers.pipeline.heartbeat import holding
 from workers.pipeline.lifecycle import held_status, state_sql, step_row
@@ -459,6 +459,11 @@ def _write(research_id: str) -> None:
     if not cited_urls(markdown, analysed):
         # A report that cites nothing is not a research result (the model ignored its sources): fail the step.
         raise RuntimeError("the report cites none of the analysed pages")
+    # A scheduled run's report says first what changed since the version before, from both runs' findings.
+    found_changes = changes.since_last_run(research)
+    if found_changes is not None:
+        markdown = changes.insert(markdown, changes.render(found_changes))
+        stats["changes"] = found_changes.as_stats()
     stats["sources_available"] = len(sources)
     _store(research_id, markdown, stats, research.title)
 
@@ -510,7 +515,7 @@ def _outcome(research_id: str, stats: Mapping[str, Any]) -> str:
 def _relevance(research: Research) -> relevance.Relevance | None:
     """Whether the findings bear on the request (workers/pipeline/relevance.py); the writer's verdict, when it
     gave one with the outline, settles it."""
-    rows = Extract.objects.filter(research_id=research.pk).values_list("fact", "quote", "website__title")
+    rows = current_findings(research.pk).values_list("fact", "quote", "website__title")
     findings, titles = [], set()
     for fact, quote, title in rows.iterator(chunk_size=2000):
         findings.append(f"{fact} {quote}")
@@ -560,7 +565,9 @@ def _page_texts(research_id: ResearchId, urls: list[str]) -> dict[str, str]:
     array parameter): the ORM compiled the read, its IN list one placeholder per URL, for every section."""
     with database.prepared_cursor() as cursor:
         cursor.execute(
-            f"SELECT url, text FROM {Page._meta.db_table} WHERE research_id = %s AND status = %s AND url = ANY(%s)",
+            f"SELECT p.url, p.text FROM {Page._meta.db_table} p "
+            f"JOIN {Research._meta.db_table} r ON r.id = p.research_id "
+            "WHERE p.research_id = %s AND p.status = %s AND p.url = ANY(%s) AND p.run_round = r.run_round",
             [Research._meta.pk.get_db_prep_value(research_id, connection), PageStatus.FETCHED, urls],
         )
         return dict(cursor.fetchall())
@@ -693,9 +700,15 @@ def _section_context(
     return _SECTION_CONTEXT.get(key, read)
 
 
+def current_findings(research_id: ResearchId) -> Any:
+    """The research's findings from its latest run: those of pages fetched in it (a scheduled run fetches every
+    page anew, and its report rests on what the pages say now)."""
+    return Extract.objects.filter(research_id=research_id, website__page__run_round=F("research__run_round"))
+
+
 def _read_sources(research_id: ResearchId) -> _Collected:
     rows = (
-        Extract.objects.filter(research_id=research_id)
+        current_findings(research_id)
         .order_by("website__query__depth", "website__query_id", "website__position", "position")
         .values_list(
             "pk", "website__url", "website__title", "fact", "quote", "website__page__dated", "website__page__standing"

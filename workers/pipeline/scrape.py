@@ -76,12 +76,13 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
         Website,
         website_id,
         "SELECT w.research_id, w.query_id, w.url, w.status, w.title, q.objective, q.query, r.engine, r.owner_id, "
+        "r.run_round, "
         f"{state_sql('r')} FROM {Website._meta.db_table} w JOIN {SerpQuery._meta.db_table} q ON q.id = w.query_id "
         f"JOIN {Research._meta.db_table} r ON r.id = w.research_id WHERE w.id = %s",
     )
     if row is None:
         return False
-    research_id, query_id, url, status, title, objective, query, engine, owner_id, *columns = row
+    research_id, query_id, url, status, title, objective, query, engine, owner_id, run_round, *columns = row
     state = BudgetState(*columns)
     if status == WebsiteStatus.ANALYZING:
         return analyze_here
@@ -90,7 +91,7 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
     website = Waiting(website_id, url, query_id)
     owner = claim_owner(task_id)
     keep = website_id if analyze_here else None
-    page = _claim_page(research_id, website, owner, keep)
+    page = _claim_page(research_id, website, owner, keep, run_round)
     if page is None:
         return analyze_here
     # The page's lease, renewed while this fetch runs, stands for every website waiting on it.
@@ -129,17 +130,19 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
     )
 
 
-def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str, keep: int | None = None) -> Page | None:
-    """Link the website to its research's page for the URL; the page if this step (`owner`, its task's claim
-    owner) must fetch it, else None (the website handed to analysis where the page is stored, not queued if it is
-    `keep`)."""
+def _claim_page(
+    research_id: ResearchId, website: FailedWebsite, owner: str, keep: int | None = None, run_round: int = 0
+) -> Page | None:
+    """Link the website to its research's page for the URL in this run (`run_round`); the page if this step
+    (`owner`, its task's claim owner) must fetch it, else None (the website handed to analysis where the page is
+    stored, not queued if it is `keep`)."""
     fetcher = (owner + worker_name())[:200]
-    page = _claim_new_page(research_id, website, fetcher)
+    page = _claim_new_page(research_id, website, fetcher, run_round)
     if page is not None:
         return page
     with tree_transaction(research_id):
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
-        page, created = _lock_page(research_id, website.url, fetcher)
+        page, created = _lock_page(research_id, website.url, fetcher, run_round)
         leased_by_insert = created and page.claimed_at is not None
         if not _claim_website(website.pk, page.pk):
             if leased_by_insert:  # no fetch here: the next website of the URL fetches the page at once
@@ -170,7 +173,7 @@ def _claim_page(research_id: ResearchId, website: FailedWebsite, owner: str, kee
     return page
 
 
-def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: str) -> Page | None:
+def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: str, run_round: int) -> Page | None:
     """The usual claim in one statement (PostgreSQL): a URL none of the research's websites had, and a website still
     waiting for its fetch, in a research still writing its tree. The page is inserted leased to `fetcher`, the
     website claimed and linked to it, and its event recorded, where the transaction of `_claim_page` took five round
@@ -194,7 +197,7 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
             f"website AS (SELECT w.id FROM {Website._meta.db_table} w, research WHERE w.id = %(website)s "
             "AND w.status IN (%(pending)s, %(scraping)s) AND w.page_id IS NULL FOR UPDATE OF w), "
             f"page AS ({_INSERT_LEASED_PAGE} SELECT {_LEASED_PAGE_VALUES} FROM website "
-            "ON CONFLICT (research_id, url) DO NOTHING RETURNING id), "
+            "ON CONFLICT (research_id, url, run_round) DO NOTHING RETURNING id), "
             f"claimed AS (UPDATE {Website._meta.db_table} SET status = %(scraping)s, page_id = page.id, "
             f"claimed_at = %(now)s, claimed_by = %(worker)s FROM page WHERE {Website._meta.db_table}.id = %(website)s "
             "RETURNING page.id), "
@@ -208,6 +211,7 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
                 "pending": WebsiteStatus.PENDING,
                 "scraping": WebsiteStatus.SCRAPING,
                 "url": website.url,
+                "run_round": run_round,
                 "fetching": PageStatus.FETCHING,
                 "fetcher": fetcher,
                 "now": now,
@@ -227,9 +231,11 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
 # A page inserted for its first website, leased to that website's fetch by the insert itself.
 _INSERT_LEASED_PAGE = (
     f"INSERT INTO {Page._meta.db_table} (research_id, url, final_url, status, title, text, content_type, bytes_read, "
-    "failure_reason, error, claimed_by, claimed_at, created_at)"
+    "failure_reason, error, claimed_by, claimed_at, created_at, run_round)"
 )
-_LEASED_PAGE_VALUES = "%(research)s, %(url)s, '', %(fetching)s, '', '', '', 0, '', '', %(fetcher)s, %(now)s, %(now)s"
+_LEASED_PAGE_VALUES = (
+    "%(research)s, %(url)s, '', %(fetching)s, '', '', '', 0, '', '', %(fetcher)s, %(now)s, %(now)s, %(run_round)s"
+)
 
 
 def _leased_page(pk: int, research_id: ResearchId, url: str, fetcher: str, now: datetime) -> Page:
@@ -237,19 +243,20 @@ def _leased_page(pk: int, research_id: ResearchId, url: str, fetcher: str, now: 
     return Page(pk=pk, research_id=research_id, url=url, status=PageStatus.FETCHING, claimed_at=now, claimed_by=fetcher)
 
 
-def _lock_page(research_id: ResearchId, url: str, fetcher: str) -> tuple[Page, bool]:
-    """The research's page for the URL, locked, and whether this transaction inserted it (then leased to
-    `fetcher`)."""
+def _lock_page(research_id: ResearchId, url: str, fetcher: str, run_round: int) -> tuple[Page, bool]:
+    """The research's page for the URL in this run, locked, and whether this transaction inserted it (then leased
+    to `fetcher`)."""
     # The usual case, a URL no website of the research had: one statement instead of get_or_create's four
     # (select, savepoint, insert, release), which also takes the fetch's lease (no update of its own).
     now = timezone.now()
     with database.prepared_cursor() as cursor:
         cursor.execute(
             f"{_INSERT_LEASED_PAGE} VALUES ({_LEASED_PAGE_VALUES}) "
-            "ON CONFLICT (research_id, url) DO NOTHING RETURNING id",
+            "ON CONFLICT (research_id, url, run_round) DO NOTHING RETURNING id",
             {
                 "research": Research._meta.pk.get_db_prep_value(research_id, connection),
                 "url": url,
+                "run_round": run_round,
                 "fetching": PageStatus.FETCHING,
                 "fetcher": fetcher,
                 "now": now,
@@ -262,7 +269,7 @@ def _lock_page(research_id: ResearchId, url: str, fetcher: str) -> tuple[Page, b
     return (
         Page.objects.select_for_update()
         .only("status", "claimed_at", "claimed_by", "title", "http_status", "content_type", "failure_reason", "error")
-        .get_or_create(research_id=research_id, url=url)
+        .get_or_create(research_id=research_id, url=url, run_round=run_round)
     )
 
 

@@ -219,6 +219,8 @@ export function describeEvent(event, page = shortUrl) {
       return { tone: "info", text: `Plan ready for your review: ${plural(d.queries ?? 0, "query", "queries")}` };
     case "plan_approved":
       return { tone: "ok", text: `Plan approved: ${plural((d.queries || []).length, "query", "queries")}` };
+    case "scheduled_run":
+      return { tone: "info", text: `Scheduled run ${d.run ?? ""}: searching again for version ${d.version ?? ""}`, detail: plural(d.queries ?? 0, "query", "queries") };
     case "branch_added":
       return { tone: "info", text: `Digging deeper: ${d.query ?? ""}`, detail: d.section ? `From the section “${d.section}”` : d.gap_id ? "From an open question" : "" };
     case "answer_writing_start":

@@ -53,6 +53,7 @@ export class ResearchView {
       exportConversation: $("#export-conversation"),
       askShortcut: $("#ask-shortcut"),
       share: $("#share-button"),
+      schedule: $("#schedule-button"),
       exportConversationField: $("#export-conversation-field"),
       queries: $("#s-queries"),
       analysed: $("#s-analysed"),
@@ -314,6 +315,9 @@ export class ResearchView {
     // Share links are made, listed and revoked on a page of their own (research/web/shares.py).
     this.el.share.href = `/research/${r.id}/shares/`;
     show(this.el.share, Boolean(snapshot.report));
+    // So are its schedule's settings (research/web/schedules.py): a research that has run can run again.
+    this.el.schedule.href = `/research/${r.id}/schedule/`;
+    show(this.el.schedule, Boolean(snapshot.report));
     show(this.el.rename, true);
     // A research under way is cancelled before it is deleted (the server refuses otherwise).
     show(this.el.delete, !ACTIVE_STATUSES.has(r.status));
