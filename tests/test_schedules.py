@@ -290,6 +290,19 @@ def test_a_run_that_has_not_ended_is_not_doubled(user, published) -> None:
 
 
 @pytest.mark.django_db
+def test_a_landed_version_is_announced_before_the_next_run_starts(user, published, fakes, fake_web) -> None:
+    research = build_tree(user, 1, 1)
+    Document.objects.create(research=research, kind=DocumentKind.REPORT, version=2, markdown="# v2\n", stats={})
+    url = fake_web.add_page("/hooks/first", "{}", content_type="application/json")
+    due_schedule(research, webhook=url, run_version=2)
+    assert schedules.run_due() == {"announcing": 1}
+    assert SerpQuery.objects.filter(research=research, round=1).count() == 0
+    assert webhooks.deliver_due() == {"delivered": 1, "failed": 0}
+    Schedule.objects.update(next_run_at=timezone.now() - timedelta(seconds=1))
+    assert schedules.run_due() == {"started": 1}
+
+
+@pytest.mark.django_db
 def test_paused_cancelled_and_capped_schedules_do_not_run(user, published, settings) -> None:
     paused = due_schedule(build_tree(user, 1, 1), paused=True)
     cancelled = build_tree(user, 1, 1)

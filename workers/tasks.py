@@ -156,8 +156,9 @@ def sweep_task() -> dict[str, int]:
 def run_schedules_task() -> dict[str, int]:
     """Start the runs of the schedules that are due, and call the webhooks of runs that have ended (run by Celery
     beat every SCHEDULE_TICK seconds; research/control/schedules.py says why a run is never started twice)."""
-    started = schedules.run_due()
-    return {**started, **webhooks.deliver_due()}
+    # The versions landed are announced first: a run started before its version's call would hold it up a tick.
+    delivered = webhooks.deliver_due()
+    return {**delivered, **schedules.run_due()}
 
 
 @task_received.connect

@@ -228,7 +228,7 @@ def run_again(schedule: Schedule) -> str:
     top-level queries of its latest run searched anew in a new round, so that its next report version says what
     the pages say now. "started", or why not: "running" (its last run has not ended), "at_cap" (its owner runs
     as many researches as they may), "cancelled" (its user cancelled it: it waits for them), "no_queries" (it
-    ended before it planned any)."""
+    ended before it planned any), "announcing" (the last run's webhook call is still to be made)."""
     research = Research.objects.only("owner_id").get(pk=schedule.research_id)
     lock_owner(research.owner_id)  # before the research row (see services.lock_owner)
     locked = Research.objects.select_for_update(no_key=True).get(pk=research.pk)
@@ -236,6 +236,8 @@ def run_again(schedule: Schedule) -> str:
         return "cancelled"
     if locked.status not in RUNNABLE:
         return "running"
+    if schedule.webhook and schedule.run_version > schedule.notified_version:
+        return "announcing"  # the last run's version is not announced yet: the next tick calls the webhook first
     try:
         hold_active_slot(locked.owner_id)
     except TooManyActive:

@@ -39,7 +39,8 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
 
 def deliver_due() -> dict[str, int]:
     """Call the webhook of each schedule whose last run has ended and was not announced yet; how many calls
-    answered well ("delivered") and how many did not ("failed")."""
+    answered well ("delivered") and how many did not ("failed"). The schedule's next run waits for this call
+    (research/control/schedules.py), so a run's version is always announced before the next run starts."""
     results = {"delivered": 0, "failed": 0}
     due = (
         Schedule.objects.exclude(webhook="")
