@@ -79,7 +79,7 @@ class WorkerPool:
                 self.concurrency,
                 log_level(self.env),
                 "-n",
-                f"{self.name}{index}-{os.getpid()}@%h",
+                f"{self.name}{index}-{os.getpid()}@{self.env.get('WORKER_HOST') or '%h'}",
                 "--without-heartbeat",
             )
             self.processes.append(spawn(command, log_folder() / f"worker-{self.name}{index}.log", self.env))

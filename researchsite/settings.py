@@ -104,6 +104,9 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
 # query, or a row held by a stuck transaction, raises OperationalError, which tasks retry like any database hiccup.
 DB_STATEMENT_TIMEOUT = env_int("DB_STATEMENT_TIMEOUT", 30, minimum=0)
 DB_LOCK_TIMEOUT = env_int("DB_LOCK_TIMEOUT", 10, minimum=0)
+# PostgreSQL ends a session left idle inside a transaction this long (0 = never): a worker on a host cut off from the
+# network mid-transaction keeps its session open on the server, and with it the rows it locked, until this ends it.
+DB_IDLE_IN_TRANSACTION_TIMEOUT = env_int("DB_IDLE_IN_TRANSACTION_TIMEOUT", 60, minimum=0)
 # The hot paths' hand-written statements are prepared on each connection (research/record/database.py prepared_cursor).
 # Off for a pooler in transaction mode that cannot keep prepared statements (PgBouncer before 1.21).
 DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
@@ -113,7 +116,11 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int("DB_CONNECT_TIMEOUT", 10)
 # Sent as server options when connecting, so every connection has them from its first statement; none at all when
 # both are off, for poolers that refuse startup options.
-_limits = {"statement_timeout": DB_STATEMENT_TIMEOUT, "lock_timeout": DB_LOCK_TIMEOUT}
+_limits = {
+    "statement_timeout": DB_STATEMENT_TIMEOUT,
+    "lock_timeout": DB_LOCK_TIMEOUT,
+    "idle_in_transaction_session_timeout": DB_IDLE_IN_TRANSACTION_TIMEOUT,
+}
 _server_options = " ".join(f"-c {name}={seconds * 1000}" for name, seconds in _limits.items() if seconds)
 if _server_options:
     _given = DATABASES["default"]["OPTIONS"].get("options", "")  # ?options=... in DATABASE_URL
@@ -322,6 +329,8 @@ LEASE_SECONDS = env_int("LEASE_SECONDS", 60, minimum=2)
 QUEUE_GRACE_SECONDS = env_int("QUEUE_GRACE_SECONDS", 600, minimum=1)
 # After this many lapsed leases (workers that took the step up and died) the step is failed with its reason.
 MAX_ATTEMPTS = env_int("MAX_ATTEMPTS", 3, minimum=1, maximum=20)
+# The host name in the leases this process takes (its workers' names say where a step ran); default: the machine's.
+WORKER_HOST = env_str("WORKER_HOST")
 # Seconds between two sweeps (Celery beat).
 SWEEP_INTERVAL = env_float("SWEEP_INTERVAL", 15.0, minimum=0.5)
 # Seconds between two looks for due schedules and webhooks to call (Celery beat; research/control/schedules.py).

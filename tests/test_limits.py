@@ -224,6 +224,8 @@ def test_database_connections_carry_the_statement_and_lock_timeouts(settings) ->
     assert settings.DB_STATEMENT_TIMEOUT > settings.DB_LOCK_TIMEOUT > 0
     assert server_setting("statement_timeout") == settings.DB_STATEMENT_TIMEOUT * 1000
     assert server_setting("lock_timeout") == settings.DB_LOCK_TIMEOUT * 1000
+    # a session left idle in a transaction (its host cut off) is ended by the server, and its row locks with it
+    assert server_setting("idle_in_transaction_session_timeout") == settings.DB_IDLE_IN_TRANSACTION_TIMEOUT * 1000 > 0
 
 
 @pytest.mark.django_db

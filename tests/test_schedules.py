@@ -411,8 +411,9 @@ def test_a_short_schedule_runs_twice_and_says_what_moved(
     first = wait_finished(research_id)
     assert first.status == ResearchStatus.COMPLETED, first.error
     # A run takes longer than the period: each due time while it runs is passed over, never doubled.
-    fake_llm.delays["website_analysis"] = 1.5
-    made = schedule_api(api, research_id, every=2, webhook=hook)
+    # (each page's analysis takes 2 s, the period and beat's tick 1 s: a tick finds the schedule due mid-run)
+    fake_llm.delays["website_analysis"] = 2.0
+    made = schedule_api(api, research_id, every=1, webhook=hook)
     assert made.status_code == 201, made.content
     secret = made.json()["webhook_secret"]
     beat = Beat(process_env_for_beat(internet)).start()

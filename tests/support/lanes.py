@@ -32,7 +32,7 @@ PROCESS_CLASSES: tuple[type, ...] = (WorkerPool, DaphneServer, Beat, PrivateRedi
 PROCESS_SCRIPTS = frozenset({"scripts/demo.py"})  # run as a subprocess, it starts daphne, a worker and beat
 # Whole modules of fault injection (test_limits.py: servers that hang or trickle, rows locked for long, each test
 # waiting out a deadline); tests elsewhere join the lane by calling one of FAULT_CALLS.
-FAULT_MODULES = frozenset({"test_faults.py", "test_daphne_restart.py", "test_limits.py"})
+FAULT_MODULES = frozenset({"test_faults.py", "test_daphne_restart.py", "test_limits.py", "test_partitions.py"})
 FAULT_CALLS = frozenset({"kill", "restart"})  # WorkerPool.kill, PrivatePostgres.restart, a daphne's restart
 DATABASE_FIXTURES = frozenset(
     {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}

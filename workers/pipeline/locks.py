@@ -68,4 +68,4 @@ def take_lease(model: type[Model], pk: Any, owner: str, status: str | None = Non
 
 def worker_name() -> str:
     """Who holds a lease: host, process and thread, enough to find the worker in logs and Flower."""
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"[:200]
+    return f"{settings.WORKER_HOST or socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"[:200]

