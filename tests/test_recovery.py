@@ -1,5 +1,6 @@
 """The sweeper, driven directly: stuck rows are re-queued once per lease, and failed after MAX_ATTEMPTS."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -7,6 +8,7 @@ from django.utils import timezone
 
 from research.models import Document, Event, QueryStatus, Research, ResearchStatus, SerpQuery, Website, WebsiteStatus
 from tests.support.factories import running_research, spend
+from workers.pipeline import recovery
 from workers.pipeline.heartbeat import Heartbeat
 from workers.pipeline.lifecycle import start_research
 from workers.steps import sweep
@@ -504,3 +506,21 @@ def test_steps_handed_on_are_published_even_when_the_backlog_cannot_be_counted(r
         ("workers.tasks.scrape_website_task", (11,), {"priority": dispatch.LOWEST_PRIORITY}),
         ("workers.tasks.scrape_website_task", (12,), {"priority": dispatch.LOWEST_PRIORITY}),
     ]
+
+
+def test_sweeps_sent_by_several_beats_take_turns(settings, redis_conn) -> None:
+    # given two sweeps at once (a beat beside each group of workers sends one each)
+    with recovery.sweeper_turn() as first, recovery.sweeper_turn() as second:
+        # then only one of them sweeps
+        assert first and not second
+    # and the turn is free again once the sweep ends
+    with recovery.sweeper_turn() as later:
+        assert later
+    # a sweeper cut off mid-sweep holds the turn no longer than a lease
+    settings.LEASE_SECONDS = 1
+    redis_conn.set(recovery.SWEEP_TURN_KEY, "a sweep cut off", px=settings.LEASE_SECONDS * 1000)
+    with recovery.sweeper_turn() as meanwhile:
+        assert not meanwhile
+    time.sleep(1.2)
+    with recovery.sweeper_turn() as after_a_lease:
+        assert after_a_lease

@@ -24,7 +24,7 @@ from research.control import schedules
 from research.text import page_text
 from researchsite.celery import app
 from workers.errors import ResearchStopped, TransientError
-from workers.pipeline import heartbeat, webhooks
+from workers.pipeline import heartbeat, recovery, webhooks
 from workers.steps import REGISTRY, Step, sweep
 
 log = logging.getLogger(__name__)
@@ -148,8 +148,10 @@ TASKS: dict[str, Task] = {name: register(step) for name, step in list(REGISTRY.i
 
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_task() -> dict[str, int]:
-    """Re-queue work whose lease ran out (run by Celery beat every SWEEP_INTERVAL seconds)."""
-    return sweep()
+    """Re-queue work whose lease ran out (run by Celery beat every SWEEP_INTERVAL seconds), unless another sweep
+    holds the fleet's turn (beats on several hosts each send one)."""
+    with recovery.sweeper_turn() as mine:
+        return sweep() if mine else {"turn_taken": 1}
 
 
 @shared_task(acks_late=True, ignore_result=True)

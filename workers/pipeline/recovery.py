@@ -11,9 +11,10 @@ housekeeping that belongs to no step runs first. Each records what it did in the
 """
 
 import logging
+import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
-from contextlib import suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -138,6 +139,35 @@ def sweep(finders: Iterable[Finder]) -> dict[str, int]:
     if state.done:
         log.warning("sweep re-queued or failed: %s", dict(state.done))
     return dict(state.done)
+
+
+# The fleet's one turn to sweep: a Redis key holding the sweep's token, which lapses after a lease.
+SWEEP_TURN_KEY = "sweep-turn"
+_RELEASE_TURN = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
+
+@contextmanager
+def sweeper_turn() -> Iterator[bool]:
+    """Whether this sweep holds the fleet's one turn, for as long as it runs. A deployment runs celery beat beside
+    each group of workers, so that a host cut off from the network does not stop the sweeps; the sweeps they send
+    then take turns: one that finds another running does nothing. A sweeper cut off mid-sweep holds the turn no
+    longer than a lease. (Two sweeps at once would still re-queue each row once: every re-queue is a conditional
+    update; the turn keeps them from doing the same reads twice.) Without Redis there is no turn to take, and the
+    sweep goes on: it is safe alone."""
+    token = uuid.uuid4().hex
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+    try:
+        mine = bool(client.set(SWEEP_TURN_KEY, token, nx=True, px=settings.LEASE_SECONDS * 1000))
+        held = mine
+    except redis.RedisError:
+        mine, held = True, False
+    try:
+        yield mine
+    finally:
+        if held:
+            with suppress(redis.RedisError):
+                client.eval(_RELEASE_TURN, 1, SWEEP_TURN_KEY, token)
+        client.close()
 
 
 def idle_broker_grace() -> float:
