@@ -22,7 +22,6 @@ import redis
 import requests
 import yaml
 from django.conf import settings
-from django.utils import timezone
 
 from devtools.fakes import Canary
 from devtools.processes import ROOT, free_port, log_folder, stop_group, wait_until
@@ -33,7 +32,6 @@ from research.live.snapshot import build_snapshot
 from research.models import (
     Document,
     Event,
-    FollowUpQuestion,
     QueryStatus,
     ReportSection,
     Research,
@@ -43,7 +41,7 @@ from research.models import (
     WebsiteStatus,
 )
 from research.record.planning import total_queries
-from tests.support.e2e import WORKER_ENV, queued_messages, wait_finished
+from tests.support.e2e import WORKER_ENV, queue_research, queued_messages, wait_finished
 from tests.support.private_services import Beat, PrivatePostgres, PrivateRedis, peak_rss_mb
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -65,19 +63,7 @@ class Stack:
 
     def start(self, owner, breadth: int, depth: int) -> str:
         """Queue a research the way the API does, on this stack's broker."""
-        research = Research.objects.create(
-            owner=owner,
-            prompt="How do heat pumps perform in cold climates?",
-            title="Heat pumps",
-            status=ResearchStatus.QUEUED,
-            breadth=breadth,
-            depth=depth,
-            num_questions=1,
-            claimed_at=timezone.now(),
-        )
-        FollowUpQuestion.objects.create(research=research, position=0, question="Which climates?", answer="Nordic")
-        self.app.send_task("workers.tasks.start_research_task", args=[str(research.pk)])
-        return str(research.pk)
+        return queue_research(self.app, owner, breadth, depth)
 
     def undisturbed(self, owner, breadth: int, depth: int) -> str:
         """A research run to its end with nothing done to the stack: the time a disturbed one is held to."""

@@ -4,6 +4,7 @@ model: the follow-up questions are written by a worker, and their request only w
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -11,7 +12,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
 from research.collection.documents import public_links
@@ -124,6 +125,15 @@ def own_research(request: HttpRequest, research_id: str) -> Research:
     research = Research.objects.filter(pk=pk, owner=cast(User, request.user)).first()  # signed in: api_view
     if research is None:
         raise ApiError(404, "research not found", "research_id")
+    return research
+
+
+def own_research_page(request: HttpRequest, research_id: uuid.UUID) -> Research:
+    """For a page of its own (its shares, its schedule): the user's research with that id; anyone else's (or none)
+    is the site's 404 page."""
+    research = Research.objects.filter(pk=research_id, owner=cast(User, request.user)).first()  # login_required
+    if research is None:
+        raise Http404("research not found")
     return research
 
 

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from research.control import schedules
 from research.control.services import InvalidInput
 from research.models import Research, Schedule
-from research.web.api import api_view, own_research
+from research.web.api import api_view, own_research, own_research_page
 from research.web.validation import ApiError, json_body
 
 # What the page offers; "cron" reads the line from its own field.
@@ -66,18 +66,11 @@ def schedule_detail(request: HttpRequest, research_id: str) -> HttpResponse:
     return HttpResponse(status=204)
 
 
-def _own(request: HttpRequest, research_id: uuid.UUID) -> Research:
-    research = Research.objects.filter(pk=research_id, owner=cast(User, request.user)).first()
-    if research is None:
-        raise Http404("research not found")
-    return research
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def schedule_page(request: HttpRequest, research_id: uuid.UUID) -> HttpResponse:
     """One research's schedule: set it (how often, a webhook), see its next run and last result."""
-    research = _own(request, research_id)
+    research = own_research_page(request, research_id)
     error, status = "", 200
     chosen = request.POST.get("every", "daily")
     if request.method == "POST":
@@ -122,7 +115,7 @@ def schedules_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def schedule_action(request: HttpRequest, research_id: uuid.UUID, action: str) -> HttpResponse:
     """Pause, resume or end a schedule from a page; back to the page it came from."""
-    schedule = Schedule.objects.filter(research=_own(request, research_id)).first()
+    schedule = Schedule.objects.filter(research=own_research_page(request, research_id)).first()
     if schedule is None or action not in ("pause", "resume", "delete"):
         raise Http404("no such schedule")
     if action == "delete":

@@ -2,11 +2,10 @@
 without an account and shows that report version, its sources and quotes, and nothing else."""
 
 import uuid
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -14,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from research.control import quotas, shares
 from research.models import Research, ShareLink
-from research.web.api import api_view, own_research, reader_links
+from research.web.api import api_view, own_research, own_research_page, reader_links
 from research.web.citation_links import quote_anchors
 from research.web.rendering import render_markdown
 from research.web.validation import ApiError, int_field, json_body
@@ -64,18 +63,11 @@ def share_detail(request: HttpRequest, research_id: str, share_id: int) -> HttpR
     return HttpResponse(status=204)
 
 
-def _own(request: HttpRequest, research_id: uuid.UUID) -> Research:
-    research = Research.objects.filter(pk=research_id, owner=cast(User, request.user)).first()
-    if research is None:
-        raise Http404("research not found")
-    return research
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def shares_page(request: HttpRequest, research_id: uuid.UUID) -> HttpResponse:
     """The owner's page for one research's links: make one (a version, how long it lives), copy, revoke."""
-    research = _own(request, research_id)
+    research = own_research_page(request, research_id)
     error, status = "", 200
     if request.method == "POST":
         body: dict[str, Any] = {}
@@ -105,7 +97,7 @@ def shares_page(request: HttpRequest, research_id: uuid.UUID) -> HttpResponse:
 @login_required
 @require_POST
 def share_revoke(request: HttpRequest, research_id: uuid.UUID, share_id: int) -> HttpResponse:
-    if not shares.revoke(_own(request, research_id), share_id):
+    if not shares.revoke(own_research_page(request, research_id), share_id):
         raise Http404("no such share link")
     return redirect("shares", research_id=research_id)
 

@@ -8,9 +8,10 @@ import time
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.utils import timezone
 
 from research.live.snapshot import build_snapshot
-from research.models import FINISHED_STATUSES, EventType, Research, ResearchStatus
+from research.models import FINISHED_STATUSES, EventType, FollowUpQuestion, Research, ResearchStatus
 from tests.support.snapshot_schema import validate_snapshot
 
 if TYPE_CHECKING:
@@ -53,6 +54,23 @@ def start_research(
     )
     assert response.status_code == 202, response.content
     return response.json()["research_id"]
+
+
+def queue_research(app, owner, breadth: int, depth: int) -> str:
+    """Queue a research the way the API does, on the broker of `app` (a Celery app: a private stack's)."""
+    research = Research.objects.create(
+        owner=owner,
+        prompt="How do heat pumps perform in cold climates?",
+        title="Heat pumps",
+        status=ResearchStatus.QUEUED,
+        breadth=breadth,
+        depth=depth,
+        num_questions=1,
+        claimed_at=timezone.now(),
+    )
+    FollowUpQuestion.objects.create(research=research, position=0, question="Which climates?", answer="Nordic")
+    app.send_task("workers.tasks.start_research_task", args=[str(research.pk)])
+    return str(research.pk)
 
 
 # A research that fails or is cancelled records its ending event a moment after its status, in the transaction

@@ -13,6 +13,8 @@ export class Sidebar {
     this.root = root;
     this.onOpen = onOpen;
     this.items = new Map(); // id -> summary
+    // Research deleted from this page: a push or a list sent before the delete landed must not bring it back.
+    this.gone = new Set();
     this.nodes = new Map(); // id -> {li, group, sig}
     this.activeId = null;
     this.loaded = false;
@@ -50,18 +52,20 @@ export class Sidebar {
   }
 
   replace(list) {
-    this.items = new Map(list.map((item) => [item.id, item]));
+    this.items = new Map(list.filter((item) => !this.gone.has(item.id)).map((item) => [item.id, item]));
     this.loaded = true;
     this.render();
   }
 
   upsert(item) {
+    if (this.gone.has(item.id)) return;
     const known = this.items.get(item.id);
     this.items.set(item.id, { ...(known || {}), ...item });
     this.render();
   }
 
   remove(id) {
+    this.gone.add(id);
     this.items.delete(id);
     this.render();
   }
