@@ -416,7 +416,7 @@ def test_a_short_schedule_runs_twice_and_says_what_moved(
     made = schedule_api(api, research_id, every=1, webhook=hook)
     assert made.status_code == 201, made.content
     secret = made.json()["webhook_secret"]
-    beat = Beat(process_env_for_beat(internet)).start()
+    beat = Beat(process_env({**WORKER_ENV, **internet, "SCHEDULE_TICK": "1"})).start()
     try:
         # the first scheduled run has fetched the page; from now on the page reads 49000
         wait_until(
@@ -471,7 +471,3 @@ def test_a_short_schedule_runs_twice_and_says_what_moved(
     assert [call.body["version"] for call in calls][:2] == [2, 3]
     assert all(signed_ok(secret, call) for call in calls)
     assert calls[1].body["changes"]["moved_figures"] == 1
-
-
-def process_env_for_beat(internet: dict[str, str]) -> dict[str, str]:
-    return process_env({**WORKER_ENV, **internet, "SCHEDULE_TICK": "1"})

@@ -81,26 +81,36 @@ def schedule_page(request: HttpRequest, research_id: uuid.UUID) -> HttpResponse:
         except InvalidInput as exc:
             error, status = exc.message, 400
     schedule = Schedule.objects.filter(research=research).first()
+    if request.method == "POST":
+        cron, webhook = request.POST.get("cron", ""), request.POST.get("webhook", "")
+    else:
+        chosen, cron = _form_every(schedule)
+        webhook = schedule.webhook if schedule is not None else ""
     context = {
         "research": research,
         "schedule": schedule,
+        "runs": _runs(schedule.every) if schedule is not None else "",
         "choices": EVERY_CHOICES,
-        "chosen": chosen if request.method == "POST" else _choice(schedule),
-        "cron": request.POST.get("cron", "") if request.method == "POST" else _cron(schedule),
-        "webhook": request.POST.get("webhook", "") if request.method == "POST" else (schedule and schedule.webhook),
+        "chosen": chosen,
+        "cron": cron,
+        "webhook": webhook,
         "error": error,
     }
     return render(request, "research/schedule.html", context, status=status)
 
 
-def _choice(schedule: Schedule | None) -> str:
+def _form_every(schedule: Schedule | None) -> tuple[str, str]:
+    """The form's choice and cron line for a stored schedule (daily for none)."""
     if schedule is None or schedule.every in schedules.NAMED:
-        return schedule.every if schedule is not None else "daily"
-    return "cron"
+        return (schedule.every if schedule is not None else "daily"), ""
+    return "cron", schedule.every
 
 
-def _cron(schedule: Schedule | None) -> str:
-    return schedule.every if schedule is not None and schedule.every not in schedules.NAMED else ""
+def _runs(every: str) -> str:
+    """How often a stored schedule runs, in words."""
+    if every in schedules.NAMED:
+        return "every day" if every == "daily" else "every week"
+    return f"every {every} seconds" if every.isdigit() else f"on the cron line {every} (UTC)"
 
 
 @login_required
