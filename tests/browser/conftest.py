@@ -5,6 +5,7 @@ never downloads a browser here.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
@@ -113,3 +114,23 @@ def open_page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Call
         save_failure(request.node.name, [page for context in contexts for page in context.pages])
     for context in contexts:
         context.close()
+    if contexts:
+        quiet_database()
+
+
+def quiet_database(timeout: float = 5.0) -> None:
+    """Until no other session of this test database runs a statement or holds a transaction open: a request the
+    closed pages had in flight (the research page's first reads after a last click) is still being served by daphne,
+    and the tables' flush after the test deadlocked with it."""
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
