@@ -25,6 +25,10 @@ Parts (all by default, in this order, one stack for all of them):
   resilience the figures tests/test_faults.py holds, on the bench stack (bench/resilience.py): another user's
              1x1 beside a 6x3's backlog, and a 3x3 with one of two workers killed, production leases (about
              2 minutes, most of it the lease that must lapse)
+  partitions one of two hosts of workers cut off in the middle of a 3x3 (bench/partitions.py), at production
+             leases: whole, from the broker only, from the database only, and the host of one of two beats; the
+             delay each cost against the undisturbed run, and whether the cut host's late steps changed anything
+             once it was let back (about 6 minutes, most of it leases that must lapse)
   extraction main-text extraction on the annotated corpus of tests/corpus (bench/extraction.py): precision,
              recall, F1 and characters per page of a bare get_text, the previous cleaning rules alone and
              trafilatura, on the dev and the held-out part; needs no stack (seconds when run alone)
@@ -72,6 +76,7 @@ PARTS = (
     "snapshots",
     "adaptive",
     "resilience",
+    "partitions",
     "extraction",
     "quality",
 )
@@ -105,6 +110,7 @@ TARGET_ORDER = (
     "snapshots",
     "fairness",
     "recovery",
+    "partitions",
     "extraction",
 )
 OUT_DIR = Path(__file__).resolve().parent.parent / "var" / "bench"
@@ -987,6 +993,29 @@ class Bench:
         ]
         self.sections.append(section)
 
+    def partitions(self, stack: Any, owner: Any) -> None:
+        from bench import partitions
+
+        began = time.monotonic()
+        section = Section("Hosts cut off (bench/partitions.py, production leases; {} s)")
+        for cut in partitions.CUTS:
+            found = partitions.cut_off(stack, owner, cut)
+            self.record(f"partition {cut}", {**asdict(found), "delay": found.delay, "load": load()})
+            self.say(f"partition, {cut}: undisturbed {found.undisturbed:.1f} s, delay {found.delay:.1f} s")
+            row = Row(
+                f"a 3x3, one of two hosts cut off: {cut}",
+                f"{found.delay:.1f} s",
+                f"undisturbed {found.undisturbed:.1f} s, cut off {found.disturbed:.1f} s; host B stayed cut off "
+                f"{found.cut_for:.1f} s, until host A had finished; its late steps changed nothing: "
+                f"{found.unchanged}; latencies {partitions.LATENCIES.describe()}",
+                f"delay ≤ a lease ({partitions.LEASE} s), nothing changed late",
+                found.holds,
+                load(),
+            )
+            section.rows.append(self.target("partitions", row))
+        section.title = section.title.format(round(time.monotonic() - began))
+        self.sections.append(section)
+
     def extraction(self) -> None:
         from bench import extraction
 
@@ -1143,6 +1172,8 @@ class Bench:
                 self.adaptive(stack, owner)
             if "resilience" in parts:
                 self.resilience(stack, owner)
+            if "partitions" in parts:
+                self.partitions(stack, owner)
             if "quality" in parts:
                 self.quality(stack, owner)
 

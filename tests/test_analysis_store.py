@@ -73,13 +73,18 @@ def analysing_query(research: Research, websites: int) -> tuple[SerpQuery, list[
 
 
 def claimed(site: Website) -> Claimed:
-    return Claimed(site.research_id, site.pk, site.query_id, site.url, "", "o", "q", "llm", None, SENTENCE)
+    """The website's analysis as its claim hands it on: leased to the analysis, whose store is fenced on it."""
+    Website.objects.filter(pk=site.pk).update(claimed_by="analyst host:1:thread")
+    return Claimed(
+        site.research_id, site.pk, site.query_id, site.url, "", "o", "q", "llm", None, SENTENCE, "analyst host:1:thread"
+    )
 
 
 def test_an_analysis_is_stored_by_one_statement_in_no_transaction_of_its_own(running, findings, published) -> None:
     query, (site, _) = analysing_query(running, 2)
+    analysis = claimed(site)
     with CaptureQueriesContext(connection) as queries:
-        analyze_claimed(claimed(site))
+        analyze_claimed(analysis)
     # one round trip: no BEGIN, no COMMIT, no read of the research row before or after
     assert len(queries.captured_queries) == 1 and not connection.in_atomic_block
     site.refresh_from_db()

@@ -19,10 +19,12 @@ from research.models import (
     WebsiteStatus,
 )
 from tests.support.factories import running_research
+from tests.support.threads import on_another_worker
 from workers.agents.query_generator import PlannedQuery
 from workers.agents.website_analyzer import Finding
 from workers.pipeline import scrape
 from workers.pipeline.analyze import analyze_website
+from workers.pipeline.fencing import LeaseLost
 from workers.pipeline.plan import plan_queries
 from workers.pipeline.scrape import scrape_website
 from workers.pipeline.search import run_query
@@ -64,12 +66,13 @@ def test_analysis_run_again_after_its_lease_ran_out_stores_one_result(running, p
         calls.append(url)
         if len(calls) == 1:
             Website.objects.filter(pk=website.pk).update(claimed_by=SWEEPER)
-            analyze_website(website.pk)
+            on_another_worker(analyze_website, website.pk)
         return [Finding(fact="They work in the cold.", quote=SENTENCE)]
 
     monkeypatch.setattr("workers.pipeline.analyze.engine_for", lambda name: SimpleNamespace(analyze=analyze))
-    # when
-    analyze_website(website.pk)
+    # when the first comes back, its store finds its lease taken over (its task ends on that)
+    with pytest.raises(LeaseLost):
+        analyze_website(website.pk)
     # then both paid for a model call, and one result was stored
     assert len(calls) == 2
     assert Extract.objects.filter(website=website).count() == 1

@@ -373,6 +373,28 @@ def test_heartbeat_renews_only_the_leases_held(running) -> None:
     assert heartbeat.held() == [] and heartbeat.beat() == 0
 
 
+def test_heartbeat_never_renews_a_lease_handed_to_another_delivery(running) -> None:
+    # given a website a step leased as "first", and a host that goes on beating for it
+    query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
+    website = Website.objects.create(
+        research=running,
+        query=query,
+        position=0,
+        url="https://x.example/",
+        claimed_by="first h:1:t",
+        claimed_at=ago(50),
+    )
+    heartbeat = Heartbeat()
+    with heartbeat.holding(Website, website.pk, "first h:1:t"):
+        assert heartbeat.beat() == 1
+        # when its lease lapsed meanwhile and the sweeper handed the row to another delivery
+        Website.objects.filter(pk=website.pk).update(claimed_by="second h:2:t", claimed_at=ago(50))
+        # then the first host's beats leave the new holder's lease alone: it lapses if that one dies too
+        assert heartbeat.beat() == 0
+    website.refresh_from_db()
+    assert timezone.now() - website.claimed_at > timedelta(seconds=45)
+
+
 def test_backlog_counts_only_steps_waiting_in_the_queue_and_sets_the_priority(running) -> None:
     from research.control.dispatch import step_priority, waiting_steps
 

@@ -29,8 +29,8 @@ def beats() -> Iterator[Heartbeat]:
     heartbeat = Heartbeat()
     yield heartbeat
     while held := heartbeat.held():
-        for model, pk in held:
-            heartbeat.release(model, pk)
+        for model, pk, token in held:
+            heartbeat.release(model, pk, token)
 
 
 @pytest.fixture
@@ -82,8 +82,8 @@ def test_messages_that_wait_are_reserved_in_one_statement_per_kind_of_row(websit
     assert claimed_by(websites[2]) == "other-task host:1:thread"
     assert claimed_by(query).startswith("task-q reserved by ")
     # and the heartbeat renews the reserved rows until their tasks end, which hand them over
-    assert sorted(pk for _, pk in beats.held() if _ is Website) == sorted([websites[0].pk, websites[1].pk])
-    assert reservations.ended("task-0") == (Website, websites[0].pk)
+    assert sorted(pk for model, pk, _ in beats.held() if model is Website) == sorted([websites[0].pk, websites[1].pk])
+    assert reservations.ended("task-0") == (Website, websites[0].pk, claimed_by(websites[0]))
     assert reservations.ended("task-2") is None  # its row was not reserved
     assert reservations.reserve_due(now=200.0) == 0  # nothing is due twice
 

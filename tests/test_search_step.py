@@ -50,8 +50,8 @@ def test_a_search_stores_its_results_in_order_as_the_orm_would_and_queues_each(r
     event = Event.objects.get(research=running, type=EventType.GOT_WEBSITES)
     assert event.data == {"query_id": query.pk, "query": "q", "urls": urls}
     assert published == ["workers.tasks.scrape_website_task"] * 3
-    # in eight statements: the read (its research joined), the claim, the tree transaction's writes
-    assert len(captured.captured_queries) <= 8
+    # in nine statements: the read (its research joined), the claim, the tree transaction's fence and writes
+    assert len(captured.captured_queries) <= 9
 
 
 def test_a_search_that_finds_nothing_fails_its_query(running, published, monkeypatch) -> None:
@@ -82,11 +82,11 @@ def test_a_searching_query_leased_to_another_task_is_not_claimed(running, monkey
     searched: list[str] = []
     monkeypatch.setattr("workers.pipeline.search.search_client.search", lambda text, _: searched.append(text) or [])
     query = SerpQuery.objects.create(research=running, depth=1, position=0, query="q", objective="o")
-    assert search._claim(query.pk, "other-task", None)
-    assert not search._claim(query.pk, "this-task", None)
-    # its own task may take it up again (a retry under the same id), keeping when it started
+    assert search._claim(query.pk, "other-task ", "other-task host:1:a", None)
+    assert not search._claim(query.pk, "this-task ", "this-task host:1:a", None)
+    # its own task may take it up again (a retry under the same id, on another thread), keeping when it started
     started = SerpQuery.objects.get(pk=query.pk).started_at
-    assert search._claim(query.pk, "other-task", started)
+    assert search._claim(query.pk, "other-task ", "other-task host:1:b", started)
     assert SerpQuery.objects.get(pk=query.pk).started_at == started
     assert searched == []
 

@@ -25,6 +25,7 @@ from research.text import page_text
 from researchsite.celery import app
 from workers.errors import ResearchStopped, TransientError
 from workers.pipeline import heartbeat, recovery, webhooks
+from workers.pipeline.fencing import LeaseLost
 from workers.steps import REGISTRY, Step, sweep
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,10 @@ class ResearchTask(Task):
             return super().__call__(*args, **kwargs)
         except ResearchStopped as exc:
             log.info("%s: %s; nothing more to do", self.name, exc)
+            return None
+        except LeaseLost as exc:
+            # Another delivery holds the step's row now (this one was cut off past its lease): it does the work.
+            log.warning("%s: %s; its writes were rolled back", self.name, exc)
             return None
 
     @property
@@ -212,11 +217,12 @@ def release_step(task_id: str | None = None, **kwargs: Any) -> None:
     reserved = heartbeat.reservations.ended(task_id or "")
     took_up = heartbeat.step_took_up()
     if reserved is not None:
-        heartbeat.release(*reserved)
+        model, pk, token = reserved
+        heartbeat.release(model, pk, token)
         if took_up:
             return  # the step's claim replaced the reservation: there is nothing to hand back
         try:
-            heartbeat.unreserve(*reserved, task_id or "")
+            heartbeat.unreserve(model, pk, task_id or "")
         except DatabaseError:
             connection.close()  # the lease lapses instead, and the sweeper re-queues the row
             log.warning("could not hand back the row of task %s", task_id, exc_info=True)

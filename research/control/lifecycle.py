@@ -6,7 +6,7 @@ unfinished websites and queries are stopped, in the tree's lock order, and the e
 """
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from django.db import transaction
@@ -48,12 +48,18 @@ def cancel_research(research_id: ResearchId, by: str = "user", statuses: Collect
     return True
 
 
-def fail_research(research_id: ResearchId, reason: str, what: str, impact: str) -> bool:
-    """End the research as failed with an error-output.md; False if it had already ended."""
+def fail_research(
+    research_id: ResearchId, reason: str, what: str, impact: str, fence: Callable[[], None] | None = None
+) -> bool:
+    """End the research as failed with an error-output.md; False if it had already ended. `fence`: called first
+    in the transaction, by a step that fails the research it holds the lease of (it raises where the lease was
+    taken over, and nothing is written)."""
     now = timezone.now()
     what = storable(what)  # a message may quote what a page or a model sent; the failure must be recordable
     error = f"{what} {impact}"
     with research_transaction(research_id, ending=True):
+        if fence is not None:
+            fence()
         if not transitions.fail(research_id, now, error, ACTIVE_STATUSES):
             return False
         # Written before unfinished rows are stopped, so it shows the states the failure found them in.

@@ -68,9 +68,14 @@ def claim(research_id: ResearchId, claimable: Q, holder: str, **only_if: Any) ->
     return bool(_research(research_id, claimable, **only_if).update(claimed_by=holder[:200], claimed_at=timezone.now()))
 
 
-def renew(research_id: ResearchId, owner: str, **only_if: Any) -> bool:
-    """Renew the lease a task holds already (a retry of the same task takes its own claim up again)."""
-    return bool(_research(research_id, claimed_by__startswith=owner, **only_if).update(claimed_at=timezone.now()))
+def renew(research_id: ResearchId, owner: str, holder: str, **only_if: Any) -> bool:
+    """Renew the lease a task holds already (a retry of the same task takes its own claim up again, as `holder`:
+    its writes are fenced on what this writes)."""
+    return bool(
+        _research(research_id, claimed_by__startswith=owner, **only_if).update(
+            claimed_at=timezone.now(), claimed_by=holder[:200]
+        )
+    )
 
 
 def reset_attempts(research_id: ResearchId) -> None:

@@ -1,6 +1,7 @@
 """Work done on another thread, on a database connection of its own, as another process would."""
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connection, transaction
@@ -68,3 +69,23 @@ class RowHolder(HeldTransaction):
             )
         if self.status is not None:
             Research.objects.filter(pk=self.research_id).update(status=self.status)
+
+
+def on_another_worker(step: Callable[..., object], *args: object) -> None:
+    """Run a delivery of a step as another worker would: on a thread (and database connection) of its own, so it
+    holds its own leases, not those of the step on this thread."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            step(*args)
+        except Exception as error:  # noqa: BLE001  # re-raised on the test's thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]

@@ -28,10 +28,10 @@ from research.text.quotes import PageText
 from research.types import ResearchId
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
-from workers.pipeline import heartbeat, progress
-from workers.pipeline.heartbeat import holding
+from workers.pipeline import fencing, heartbeat, progress
+from workers.pipeline.fencing import Lease, LeaseLost
 from workers.pipeline.lifecycle import may_start, state_sql, step_row
-from workers.pipeline.locks import claim_owner, claimable_sql, worker_name
+from workers.pipeline.locks import claim_owner, claimable_sql, lease_token
 from workers.pipeline.tree_writes import WRITABLE, tree_transaction
 
 log = logging.getLogger(__name__)
@@ -55,14 +55,17 @@ def analyze_website(website_id: int, task_id: str | None = None) -> None:
     if status != WebsiteStatus.ANALYZING or page_id is None or not may_start(research_id, state):
         return
     owner = claim_owner(task_id)
+    token = lease_token(owner)
     with tree_transaction(research_id):
-        text = _claim(website_id, page_id, owner)
+        text = _claim(website_id, page_id, owner, token)
         if text is None:
             return  # another delivery of this analysis is under way
         transaction.on_commit(heartbeat.took_up)  # the claim replaced the task's reservation
         record_started(research_id, website_id, url)
     # The model request is admitted on the state read above, a claim ago, not on a read of its own.
-    analyze_claimed(Claimed(research_id, website_id, query_id, url, title, objective, query, engine, state, text))
+    analyze_claimed(
+        Claimed(research_id, website_id, query_id, url, title, objective, query, engine, state, text, token)
+    )
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class Claimed:
     engine: str
     state: BudgetState | None
     text: str
+    token: str  # the website's `claimed_by` as its claim wrote it: the analysis's store is fenced on it
 
 
 def record_started(research_id: ResearchId, website_id: int, url: str) -> None:
@@ -91,10 +95,16 @@ def record_started(research_id: ResearchId, website_id: int, url: str) -> None:
 def analyze_claimed(claimed: Claimed) -> None:
     """The analysis of a claimed website: the model's findings, kept where their quotes are on the page, stored
     once with the query's count of websites still pending."""
+    with fencing.holding(Lease(Website, claimed.website_id, claimed.token)):
+        _analyze(claimed)
+
+
+def _analyze(claimed: Claimed) -> None:
     research_id, website_id, query_id, url = claimed.research_id, claimed.website_id, claimed.query_id, claimed.url
-    research_engine = engine_for(claimed.engine)
-    with holding(Website, website_id), charged_to(research_id, known=claimed.state):
-        findings = research_engine.analyze(claimed.objective, claimed.query, url, claimed.title, claimed.text)
+    with charged_to(research_id, known=claimed.state):
+        findings = engine_for(claimed.engine).analyze(
+            claimed.objective, claimed.query, url, claimed.title, claimed.text
+        )
     page_text = PageText(claimed.text)
     kept = [finding for finding in findings if page_text.contains(finding.quote)]
     dropped = len(findings) - len(kept)
@@ -103,7 +113,7 @@ def analyze_claimed(claimed: Claimed) -> None:
 
     facts = [(finding.fact, finding.quote) for finding in kept]
     if not dropped:
-        _store_analysis_at_once(research_id, website_id, query_id, url, facts)
+        _store_analysis_at_once(research_id, website_id, query_id, url, facts, claimed.token)
         return
     with tree_transaction(research_id):
         remaining = _store_analysis(research_id, website_id, query_id, facts)
@@ -118,9 +128,10 @@ def analyze_claimed(claimed: Claimed) -> None:
         progress.website_settled(query_id, remaining)
 
 
-def _claim(website_id: int, page_id: int, owner: str) -> str | None:
-    """Lease the analysing website for this task; its page's text if the claim holds, else None."""
-    now, claimed_by = timezone.now(), (owner + worker_name())[:200]
+def _claim(website_id: int, page_id: int, owner: str, claimed_by: str) -> str | None:
+    """Lease the analysing website for this task (`claimed_by`, its token); its page's text if the claim holds, else
+    None."""
+    now = timezone.now()
     # The claim returns the page text: no statement (and no commit) of its own to read it.
     condition, params = claimable_sql(owner)
     with database.prepared_cursor() as cursor:
@@ -171,13 +182,14 @@ def _store_analysis(
 
 
 def _store_analysis_at_once(
-    research_id: ResearchId, website_id: int, query_id: int, url: str, facts: list[tuple[str, str]]
+    research_id: ResearchId, website_id: int, query_id: int, url: str, facts: list[tuple[str, str]], token: str
 ) -> None:
     """The analysis stored by one statement on its own, its own transaction (PostgreSQL), where no quote was
     dropped (a drop is counted on the research row, which the tree transaction writes): the website `analyzed`, its
     extracts and event inserted, its query counted down, and the query sent to its review by the last of its
-    websites. Nothing is written where the website is no longer analysing (a duplicate delivery stored it) or the
-    research no longer writes its tree (it ended: its rows were stopped, or are being).
+    websites. Nothing is written where the website is no longer analysing (a duplicate delivery stored it), no longer
+    carries `token` (its lease was taken over: the statement is fenced in its own condition) or the research no
+    longer writes its tree (it ended: its rows were stopped, or are being).
 
     In a tree transaction (BEGIN, the store, the events with the research's state, COMMIT) the query's row stayed
     locked until the commit, across two of the worker's socket waits, and a query's websites, analysed together,
@@ -194,7 +206,7 @@ def _store_analysis_at_once(
             f"WITH research AS (SELECT id FROM {Research._meta.db_table} WHERE id = %(research)s "
             "AND status = ANY(%(writable)s) AND stop_reason = '' FOR KEY SHARE), "
             f"website AS (UPDATE {Website._meta.db_table} w SET status = %(analyzed)s, finished_at = %(now)s "
-            "FROM research WHERE w.id = %(website)s AND w.status = %(analyzing)s "
+            "FROM research WHERE w.id = %(website)s AND w.status = %(analyzing)s AND w.claimed_by = %(token)s "
             "RETURNING w.id, w.research_id, w.query_id), "
             f"{_INSERT_EXTRACTS}, "
             f"event AS (INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
@@ -212,6 +224,7 @@ def _store_analysis_at_once(
                 "writable": sorted(WRITABLE),
                 "website": website_id,
                 "analyzing": WebsiteStatus.ANALYZING,
+                "token": token,
                 "analyzed": WebsiteStatus.ANALYZED,
                 "now": now,
                 "facts": json.dumps(facts),
@@ -224,7 +237,11 @@ def _store_analysis_at_once(
         )
         row = cursor.fetchone()
     if row is None:
-        return  # a duplicate delivery stored it first, or the research ended
+        # A duplicate delivery stored it first, or the research ended; or its lease was taken over, which ends the
+        # step as a fenced transaction's check does (a read only where nothing was stored).
+        if Website.objects.filter(pk=website_id).exclude(claimed_by=token).exists():
+            raise LeaseLost(f"Website {website_id} is no longer leased to {token}")
+        return
     push.push_on_commit(research_id)  # committed already: pushed now
     if row[0]:  # this statement handed the query on (the lease it wrote is its own)
         dispatch.REVIEW.on_commit(query_id)

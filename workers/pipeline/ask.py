@@ -21,10 +21,10 @@ from research.types import ResearchId
 from workers.agents.engines import engine_for
 from workers.agents.report_writer import SourceNote
 from workers.clients.llm import charged_to
-from workers.pipeline import heartbeat
+from workers.pipeline import fencing, heartbeat
 from workers.pipeline.citations import drop_stray_links, render_answer
-from workers.pipeline.heartbeat import holding
-from workers.pipeline.locks import claim_owner, claimable, worker_name
+from workers.pipeline.fencing import Lease
+from workers.pipeline.locks import claim_owner, claimable, lease_token
 from workers.pipeline.report import PageTexts, current_findings
 
 log = logging.getLogger(__name__)
@@ -48,14 +48,15 @@ def answer_question(question_id: int, task_id: str | None = None) -> None:
         return
     research_id = row["research_id"]
     current = AskedQuestion.objects.filter(pk=question_id, status__in=_OPEN)
+    token = lease_token(owner)
     with research_transaction(research_id):
         if not current.filter(claimable(owner)).update(
-            status=AnswerStatus.WRITING, claimed_by=(owner + worker_name())[:200], claimed_at=timezone.now()
+            status=AnswerStatus.WRITING, claimed_by=token, claimed_at=timezone.now()
         ):
             return  # answered, or held by another delivery
         record_event(research_id, EventType.ANSWER_WRITING_START, {"id": question_id})
     heartbeat.took_up()
-    with holding(AskedQuestion, question_id):
+    with fencing.holding(Lease(AskedQuestion, question_id, token)):
         _answer(question_id, research_id)
 
 
@@ -76,6 +77,7 @@ def _answer(question_id: int, research_id: ResearchId) -> None:
         markdown = f"{PARTLY}\n\n{markdown}"
     stats["sources_given"] = len(sources)
     with research_transaction(research_id):
+        fencing.check()
         if not AskedQuestion.objects.filter(pk=question_id, status=AnswerStatus.WRITING).update(
             status=AnswerStatus.ANSWERED,
             answer=markdown,

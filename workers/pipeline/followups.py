@@ -13,8 +13,9 @@ from research.record.transactions import research_transaction
 from research.types import ResearchId
 from workers.agents.engines import engine_for
 from workers.clients.llm import charged_to
-from workers.pipeline import heartbeat
-from workers.pipeline.locks import claim_owner, claimable, worker_name
+from workers.pipeline import fencing, heartbeat
+from workers.pipeline.fencing import Lease
+from workers.pipeline.locks import claim_owner, claimable, lease_token
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +33,11 @@ def generate_followups(research_id: ResearchId, task_id: str | None = None) -> l
     drafts = Research.objects.filter(claimable(owner), pk=research_id, status=ResearchStatus.DRAFT).exclude(
         Exists(FollowUpQuestion.objects.filter(research=OuterRef("pk")))
     )
-    if not drafts.update(claimed_at=timezone.now(), claimed_by=(owner + worker_name())[:200]):
+    token = lease_token(owner)
+    if not drafts.update(claimed_at=timezone.now(), claimed_by=token):
         return []
     heartbeat.took_up()  # the claim replaced the task's reservation
-    with heartbeat.holding(Research, research_id):
+    with fencing.holding(Lease(Research, research_id, token)):
         research = Research.objects.get(pk=research_id)
         with charged_to(research.pk):
             questions = engine_for(research.engine).ask_questions(research.prompt, research.num_questions)
@@ -44,6 +46,7 @@ def generate_followups(research_id: ResearchId, task_id: str | None = None) -> l
 
 def _store(research: Research, questions: list[str]) -> list[str]:
     with research_transaction(research.pk):
+        fencing.check()
         # Conditional under the row lock: a delivery that raced this one past a lapsed lease, or a cancel during
         # the model call, leaves nothing to store.
         if not transitions.questions_written(research.pk):

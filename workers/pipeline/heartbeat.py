@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, connections
+from django.db.models import Q
 from django.utils import timezone
 
 from research.control.dispatch import QUEUED, WAITING
@@ -31,35 +32,37 @@ class Heartbeat:
     """The rows this process's steps hold, and the thread that renews their leases."""
 
     def __init__(self) -> None:
-        self._held: Counter[tuple[type[LeasedRow], Any]] = Counter()
+        # (model, key, token): a row is renewed only while its `claimed_by` is the token (None: whoever holds it).
+        self._held: Counter[tuple[type[LeasedRow], Any, str | None]] = Counter()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @contextmanager
-    def holding(self, model: type[LeasedRow], pk: Any) -> Iterator[None]:
+    def holding(self, model: type[LeasedRow], pk: Any, token: str | None = None) -> Iterator[None]:
         """Keep the row's lease fresh for as long as the block runs."""
-        self.hold(model, pk)
+        self.hold(model, pk, token)
         try:
             yield
         finally:
-            self.release(model, pk)
+            self.release(model, pk, token)
 
-    def hold(self, model: type[LeasedRow], pk: Any) -> None:
-        """Start renewing the row's lease, until as many `release` calls as `hold` calls."""
+    def hold(self, model: type[LeasedRow], pk: Any, token: str | None = None) -> None:
+        """Start renewing the row's lease while it carries `token`, until as many `release` calls as `hold`
+        calls."""
         with self._lock:
-            self._held[(model, pk)] += 1
+            self._held[(model, pk, token)] += 1
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
                 self._thread.start()
 
-    def release(self, model: type[LeasedRow], pk: Any) -> None:
+    def release(self, model: type[LeasedRow], pk: Any, token: str | None = None) -> None:
         with self._lock:
-            key = (model, pk)
+            key = (model, pk, token)
             self._held[key] -= 1
             if self._held[key] <= 0:
                 del self._held[key]
 
-    def held(self) -> list[tuple[type[LeasedRow], Any]]:
+    def held(self) -> list[tuple[type[LeasedRow], Any, str | None]]:
         with self._lock:
             return list(self._held)
 
@@ -68,13 +71,17 @@ class Heartbeat:
 
         Only a lease still held (`claimed_at` set) is renewed. A step that gives its row up (a fetch with no host
         slot frees its page) may do so while a beat that read the held rows just before is in flight: renewed
-        after that, the row looked leased again, and its retry waited a whole lease for a fetcher that had gone."""
-        by_model: dict[type[LeasedRow], list[Any]] = {}
-        for model, pk in self.held():
-            by_model.setdefault(model, []).append(pk)
+        after that, the row looked leased again, and its retry waited a whole lease for a fetcher that had gone.
+
+        Only a lease that still carries its holder's token is renewed: a row the sweeper handed to another delivery
+        while this host was cut off is that delivery's, and renewing it would hide that delivery's death."""
+        by_model: dict[type[LeasedRow], Q] = {}
+        for model, pk, token in self.held():
+            row = Q(pk=pk) if token is None else Q(pk=pk, claimed_by=token)
+            by_model[model] = by_model[model] | row if model in by_model else row
         now, renewed = timezone.now(), 0
-        for model, pks in by_model.items():
-            renewed += model.objects.filter(pk__in=pks, claimed_at__isnull=False).update(claimed_at=now)
+        for model, rows in by_model.items():
+            renewed += model.objects.filter(rows, claimed_at__isnull=False).update(claimed_at=now)
         return renewed
 
     def _run(self) -> None:
@@ -98,6 +105,11 @@ class Heartbeat:
 RESERVE_AFTER = 0.5
 
 
+def reservation_token(task_id: str) -> str:
+    """What `claimed_by` says of a row reserved for a task by this process."""
+    return f"{task_id} reserved by {socket.gethostname()}:{os.getpid()}"[:200]
+
+
 def reserve_rows(model: type[StepRow], rows: list[tuple[Any, str]]) -> set[str]:
     """Reserve each (row key, task id) whose row is waiting: it becomes that task's, "<task id> reserved by
     <host:pid>" (the step's own claim accepts the row as its own: `claimed_by` starts with the task id). One
@@ -105,11 +117,10 @@ def reserve_rows(model: type[StepRow], rows: list[tuple[Any, str]]) -> set[str]:
     if not rows:
         return set()
     table, key = model._meta.db_table, model._meta.pk
-    host = f"{socket.gethostname()}:{os.getpid()}"
     values, params = [], []
     for pk, task_id in rows:
         values.append("(%s, %s, %s)")
-        params += [key.get_db_prep_value(pk, connection), task_id, f"{task_id} reserved by {host}"[:200]]
+        params += [key.get_db_prep_value(pk, connection), task_id, reservation_token(task_id)]
     with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} AS row SET claimed_by = v.owner, claimed_at = %s "
@@ -132,7 +143,7 @@ class Reservations:
         self._lock = threading.Lock()
         self._due: dict[str, tuple[type[StepRow], Any, float]] = {}  # task id -> its row, when to reserve it
         self._reserving: dict[str, bool] = {}  # task id -> whether its task ended while its row was reserved
-        self._held: dict[str, tuple[type[StepRow], Any]] = {}  # task id -> the row reserved for it
+        self._held: dict[str, tuple[type[StepRow], Any, str]] = {}  # task id -> the row reserved for it, its token
         self._thread: threading.Thread | None = None
 
     def received(self, task_id: str, model: type[StepRow], pk: Any, now: float | None = None) -> None:
@@ -147,7 +158,7 @@ class Reservations:
         with self._lock:
             self._due.pop(task_id, None)
 
-    def ended(self, task_id: str) -> tuple[type[StepRow], Any] | None:
+    def ended(self, task_id: str) -> tuple[type[StepRow], Any, str] | None:
         """The row reserved for the task, if one was, now the task's to release (and hand back if the step did
         not take it up)."""
         with self._lock:
@@ -184,8 +195,8 @@ class Reservations:
             with self._lock:
                 ended = {task_id for task_id in due if self._reserving.pop(task_id)}
                 for task_id in reserved - ended:
-                    self._held[task_id] = due[task_id]
-                    self._heartbeat.hold(*due[task_id])
+                    self._held[task_id] = (*due[task_id], reservation_token(task_id))
+                    self._heartbeat.hold(*self._held[task_id])
         for task_id in reserved & ended:
             # The task ended while its row was being reserved: hand the row back (a claim that replaced the
             # reservation meanwhile is left alone: `unreserve` only undoes a reservation).

@@ -54,7 +54,7 @@ def take_lease(model: type[Model], pk: Any, owner: str, status: str | None = Non
     """Lease the `model` row with key `pk` to this task (and worker) if it is `claimable` by `owner` and, with
     `status`, in that status; whether it was. On PostgreSQL one hand-written statement: the ORM compiled the lease's
     condition anew for every review and planning."""
-    now, claimed_by = timezone.now(), (owner + worker_name())[:200]
+    now, claimed_by = timezone.now(), lease_token(owner)
     condition, params = claimable_sql(owner)
     in_status, status_params = (" AND status = %s", [status]) if status is not None else ("", [])
     with database.prepared_cursor() as cursor:
@@ -64,6 +64,12 @@ def take_lease(model: type[Model], pk: Any, owner: str, status: str | None = Non
             [now, claimed_by, model._meta.pk.get_db_prep_value(pk, connection), *status_params, *params],
         )
         return cursor.rowcount > 0
+
+
+def lease_token(owner: str) -> str:
+    """What a task's claim writes into `claimed_by`: its owner prefix and the worker, thread included. The step's
+    writes are fenced on it (workers/pipeline/fencing.py), so a step computes it on the thread that claimed."""
+    return (owner + worker_name())[:200]
 
 
 def worker_name() -> str:

@@ -38,6 +38,7 @@ from workers.agents.engines import engine_for
 from workers.agents.memory_agent import KnownMemory, MemorySource, MemoryUpdate
 from workers.clients.llm import charged_to
 from workers.errors import ResearchStopped
+from workers.pipeline import fencing
 from workers.pipeline.citations import MemoryNote
 from workers.pipeline.lifecycle import held_status
 
@@ -161,6 +162,7 @@ def store(
     counts: dict[str, Any] = {"query_id": query_id, "insights": 0, "gaps": 0, "contradictions": 0, "closed": 0}
     research_pk = Research._meta.pk.get_db_prep_value(research_id, connection)
     with transaction.atomic():
+        fencing.check()  # the review's lease: its query, the first row this transaction locks
         now = timezone.now()
         _insert_items(research_pk, query_id, items, now, counts)
         if answered_gaps:

@@ -27,9 +27,10 @@ from workers.agents.common import distinct
 from workers.agents.engines import engine_for
 from workers.agents.query_generator import Ancestor
 from workers.clients.llm import charged_to
-from workers.pipeline.heartbeat import holding
+from workers.pipeline import fencing
+from workers.pipeline.fencing import Lease
 from workers.pipeline.lifecycle import held_status, running_research
-from workers.pipeline.locks import claim_owner, take_lease
+from workers.pipeline.locks import claim_owner, lease_token, take_lease
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,10 @@ def plan_queries(research_id: str, parent_id: int | None, task_id: str | None = 
     # The planning's lease: on the parent query, or for the top level on the research row.
     lease_pk: Any  # the parent's id or the research's
     lease_model, lease_pk = (SerpQuery, parent.pk) if parent is not None else (Research, research.pk)
-    if not take_lease(lease_model, lease_pk, claim_owner(task_id)):
+    owner = claim_owner(task_id)
+    if not take_lease(lease_model, lease_pk, owner):
         return  # another delivery is planning these queries
-    with holding(lease_model, lease_pk):
+    with fencing.holding(Lease(lease_model, lease_pk, lease_token(owner))):
         _plan(research, parent, count, depth)
 
 
@@ -78,6 +80,7 @@ def _plan(research: Research, parent: SerpQuery | None, count: int, depth: int) 
         planned = engine_for(research.engine).plan_queries(research.prompt, answers, _ancestors(parent), count, **extra)
 
     with transaction.atomic():
+        fencing.check()  # the lease's row first: the parent query, or the research for the top level
         offset = _lock_parent(parent, research.breadth or 1)
         if offset is None:
             return  # planned already, or its branch was cancelled (research/control/branches.py) during the model call

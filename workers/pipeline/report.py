@@ -50,11 +50,11 @@ from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.report_writer import SourceNote
 from workers.clients import model_window
 from workers.clients.llm import charged_to
-from workers.pipeline import changes, heartbeat, outcome, relevance
+from workers.pipeline import changes, fencing, heartbeat, outcome, relevance
 from workers.pipeline.citations import cited_urls, drop_stray_links, render_report, render_section, report_title
-from workers.pipeline.heartbeat import holding
+from workers.pipeline.fencing import Lease
 from workers.pipeline.lifecycle import held_status, state_sql, step_row
-from workers.pipeline.locks import claim_owner, claimable, claimable_sql, worker_name
+from workers.pipeline.locks import claim_owner, claimable, claimable_sql, lease_token
 from workers.pipeline.memory import report_notes
 
 log = logging.getLogger(__name__)
@@ -70,12 +70,13 @@ def write_report(research_id: str, task_id: str | None = None) -> None:
     takes it up again, while any other delivery finds it claimed and does nothing.
     """
     owner = claim_owner(task_id)
+    token = lease_token(owner)
     with research_transaction(research_id):
-        if transitions.start_reporting(research_id, owner + worker_name()):
+        if transitions.start_reporting(research_id, token):
             record_event(research_id, EventType.REPORT_WRITING_START, {})
-        elif not transitions.renew(research_id, owner, status=ResearchStatus.REPORTING):
+        elif not transitions.renew(research_id, owner, token, status=ResearchStatus.REPORTING):
             return  # not finished, claimed by another delivery, or over: nothing to do
-    with holding(Research, research_id):
+    with fencing.holding(Lease(Research, research_id, token)):
         _plan(research_id)
 
 
@@ -121,6 +122,7 @@ def _plan(research_id: str) -> None:
         with charged_to(research_id, reporting=True):
             outline = engine_for(research.engine).outline(research.prompt, answers, objectives, sources)
         with research_transaction(research_id):
+            fencing.check()
             if not Research.objects.filter(
                 pk=research_id, status=ResearchStatus.REPORTING, report_version=version
             ).exists():
@@ -145,6 +147,7 @@ def _plan(research_id: str) -> None:
                     for position, (item, plan) in enumerate(zip(items, plans, strict=True), start=1)
                 )
     with research_transaction(research_id):
+        fencing.check()
         if not Research.objects.filter(pk=research_id, status=ResearchStatus.REPORTING).exists():
             return
         unwritten = list(sections.exclude(status=SectionStatus.WRITTEN).values_list("pk", flat=True))
@@ -167,6 +170,7 @@ def _without_findings(research: Research) -> None:
             reason="nothing_analysed",
             what=cause,
             impact="A report needs sources, so none was written; every query and page is listed below with its fate.",
+            fence=fencing.check,
         )
         return
     markdown, stats = outcome.unanswered_report(research, found)
@@ -223,15 +227,16 @@ def _hand_to_assembly(research_id: str) -> None:
 def write_section(section_id: int, task_id: str | None = None) -> None:
     """Write one section of the report, check its citations, and store it (once); the last one queues assembly."""
     owner = claim_owner(task_id)
+    token = lease_token(owner)
     claimed = _update_open_section(
         section_id,
-        {"status": SectionStatus.WRITING, "claimed_by": (owner + worker_name())[:200], "claimed_at": timezone.now()},
+        {"status": SectionStatus.WRITING, "claimed_by": token, "claimed_at": timezone.now()},
         claimable_by=owner,
     )
     if not claimed:
         return  # written, claimed by another delivery, or its research is over: nothing to do
     heartbeat.took_up()  # the claim replaced the task's reservation
-    with holding(ReportSection, section_id):
+    with fencing.holding(Lease(ReportSection, section_id, token)):
         read = _section_row(section_id)
         if read is None:
             return  # deleted with its research
@@ -261,6 +266,7 @@ def write_section(section_id: int, task_id: str | None = None) -> None:
         with transaction.atomic():
             if not _still_reporting(research.pk):
                 return
+            fencing.check()  # after the research's read: the order the section's own update takes its locks in
             stored = _update_open_section(
                 section_id,
                 {
@@ -410,9 +416,10 @@ def section_failed(section_id: int, error: BaseException) -> None:
 def assemble_report(research_id: str, task_id: str | None = None) -> None:
     """Every section written: assemble the report, check it as a whole, store it and complete the research."""
     owner = claim_owner(task_id)
-    if not transitions.claim_assembly(research_id, claimable(owner), owner + worker_name()):
+    token = lease_token(owner)
+    if not transitions.claim_assembly(research_id, claimable(owner), token):
         return  # claimed by another delivery, over, or a section is still unwritten (the last one queues this)
-    with holding(Research, research_id):
+    with fencing.holding(Lease(Research, research_id, token)):
         _write(research_id)
 
 
@@ -472,6 +479,7 @@ def _store(research_id: str, markdown: str, stats: dict[str, Any], title: str) -
     """Store the report of the version being written (once) and complete the research, which takes the report's
     title (`title` where it has none) unless its user named it."""
     with research_transaction(research_id, ending=True):
+        fencing.check()
         # Cancelled or failed while the report was being written: it is not stored.
         version = (
             Research.objects.filter(pk=research_id, status__in=UNREPORTED, pending_queries__lte=0)

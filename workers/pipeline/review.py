@@ -39,10 +39,10 @@ from workers.agents.common import distinct
 from workers.agents.engines import EXTRACTIVE, engine_for
 from workers.agents.evaluator import BranchEvaluation, Learning
 from workers.clients.llm import charged_to
-from workers.pipeline import heartbeat, memory, progress
-from workers.pipeline.heartbeat import holding
+from workers.pipeline import fencing, heartbeat, memory, progress
+from workers.pipeline.fencing import Lease, LeaseLost
 from workers.pipeline.lifecycle import running_research
-from workers.pipeline.locks import claim_owner, claimable, take_lease, worker_name
+from workers.pipeline.locks import claim_owner, claimable, lease_token, take_lease
 from workers.pipeline.progress import CONTINUE, STOP
 from workers.pipeline.tree_writes import tree_transaction
 
@@ -62,10 +62,11 @@ def review_query(query_id: int, task_id: str | None = None) -> None:
     research = running_research(query.research_id)
     if research is None:
         return
-    if not take_lease(SerpQuery, query_id, claim_owner(task_id), status=QueryStatus.REVIEWING):
+    owner = claim_owner(task_id)
+    if not take_lease(SerpQuery, query_id, owner, status=QueryStatus.REVIEWING):
         return  # another delivery is reviewing it
     heartbeat.took_up()  # the claim replaced the task's reservation
-    with holding(SerpQuery, query_id):
+    with fencing.holding(Lease(SerpQuery, query_id, lease_token(owner))):
         _review(research, query, research.engine)
 
 
@@ -83,8 +84,8 @@ def _review(research: Research, query: SerpQuery, engine: str, remember: bool = 
     if remember:
         try:
             memory.remember(query.pk, research, query.objective, state_of(research))
-        except (OperationalError, InterfaceError):
-            raise  # the database, not the memory, failed: the step is retried on a fresh connection
+        except (OperationalError, InterfaceError, LeaseLost):
+            raise  # the database, not the memory, failed (or the lease was taken over): not the memory's failure
         except Exception:
             # The memory serves later planning and the report; the branch's own result stands without it.
             log.exception("memory update of query %s failed", query.pk)
@@ -164,11 +165,12 @@ def evaluate_coverage(research_id: str, task_id: str | None = None) -> None:
     if dispatch.tree_finished_step(research_id) != dispatch.COVERAGE:
         return  # evaluated already (the report is queued), or stopped by a budget
     owner = claim_owner(task_id)
+    token = lease_token(owner)
     if not transitions.claim(
-        research_id, claimable(owner), owner + worker_name(), status=ResearchStatus.RUNNING, pending_queries__lte=0
+        research_id, claimable(owner), token, status=ResearchStatus.RUNNING, pending_queries__lte=0
     ):
         return  # another delivery is evaluating it
-    with holding(Research, research_id):
+    with fencing.holding(Lease(Research, research_id, token)):
         _cover(research, research.engine)
 
 
@@ -197,6 +199,7 @@ def _cover(research: Research, engine: str) -> None:
             )
 
     with research_transaction(research.pk):
+        fencing.check()
         still = Research.objects.filter(
             pk=research.pk, status=ResearchStatus.RUNNING, stop_reason="", pending_queries__lte=0, gap_rounds=rounds
         ).exists()

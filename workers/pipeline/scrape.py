@@ -33,10 +33,10 @@ from research.types import ResearchId
 from workers.clients.fetch import FetchedPage, FetchError, fetch_page
 from workers.clients.ratelimit import host_slot
 from workers.errors import TransientError
-from workers.pipeline import analyze, heartbeat, progress
-from workers.pipeline.heartbeat import holding
+from workers.pipeline import analyze, fencing, heartbeat, progress
+from workers.pipeline.fencing import Lease
 from workers.pipeline.lifecycle import may_start, state_sql, step_row
-from workers.pipeline.locks import claim_owner, worker_name
+from workers.pipeline.locks import claim_owner, lease_token
 from workers.pipeline.progress import FailedWebsite
 from workers.pipeline.tree_writes import WRITABLE, tree_transaction
 
@@ -90,12 +90,16 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
         return False
     website = Waiting(website_id, url, query_id)
     owner = claim_owner(task_id)
+    fetcher = lease_token(owner)
     keep = website_id if analyze_here else None
     page = _claim_page(research_id, website, owner, keep, run_round)
     if page is None:
         return analyze_here
-    # The page's lease, renewed while this fetch runs, stands for every website waiting on it.
-    with holding(Page, page.pk), holding(Website, website.pk):
+    # The page's lease, renewed while this fetch runs, stands for every website waiting on it: the sweeper hands a
+    # website waiting on a page to a new delivery only once the page's lease has lapsed, and that delivery must
+    # take the page over to fetch it. So the store is fenced on the page alone, the first row it locks (the
+    # websites are locked after the page, in key order: fenced too, they would be locked out of that order).
+    with fencing.holding(Lease(Page, page.pk, fetcher)), heartbeat.holding(Website, website.pk, fetcher):
         try:
             if may_fetch(website.url, owner_id):
                 fetched, error = _fetch(website.url)
@@ -105,10 +109,10 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
                 fetched, error = None, FetchError("http_error", "document not found", 404)
         except TransientError:
             # No slot for the host in time: the page is given up, so the retry (or a website waiting on it) takes it.
-            Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING).update(claimed_at=None)
+            Page.objects.filter(pk=page.pk, status=PageStatus.FETCHING, claimed_by=fetcher).update(claimed_at=None)
             raise
         # The analysis is leased to this task by the store: its lease is renewed from here on by the analysis.
-        stored = _store_page(research_id, page, fetched, error, keep, (owner + worker_name())[:200])
+        stored = _store_page(research_id, page, fetched, error, keep, fetcher)
     if not stored.claimed or fetched is None:
         return False
     # The model request is admitted on the research's state as the store read it, where it did (PostgreSQL); else
@@ -127,6 +131,7 @@ def scrape_website(website_id: int, task_id: str | None = None, analyze_here: bo
         engine,
         stored.state or (state if unbudgeted else None),
         fetched.text,
+        fetcher,
     )
 
 
@@ -136,7 +141,7 @@ def _claim_page(
     """Link the website to its research's page for the URL in this run (`run_round`); the page if this step
     (`owner`, its task's claim owner) must fetch it, else None (the website handed to analysis where the page is
     stored, not queued if it is `keep`)."""
-    fetcher = (owner + worker_name())[:200]
+    fetcher = lease_token(owner)
     page = _claim_new_page(research_id, website, fetcher, run_round)
     if page is not None:
         return page
@@ -144,7 +149,7 @@ def _claim_page(
         # Lock order everywhere: the page, then its websites; so fetchers and waiters never deadlock.
         page, created = _lock_page(research_id, website.url, fetcher, run_round)
         leased_by_insert = created and page.claimed_at is not None
-        if not _claim_website(website.pk, page.pk):
+        if not _claim_website(website.pk, page.pk, fetcher):
             if leased_by_insert:  # no fetch here: the next website of the URL fetches the page at once
                 Page.objects.filter(pk=page.pk).update(claimed_at=None, claimed_by="")
             return None
@@ -199,7 +204,7 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
             f"page AS ({_INSERT_LEASED_PAGE} SELECT {_LEASED_PAGE_VALUES} FROM website "
             "ON CONFLICT (research_id, url, run_round) DO NOTHING RETURNING id), "
             f"claimed AS (UPDATE {Website._meta.db_table} SET status = %(scraping)s, page_id = page.id, "
-            f"claimed_at = %(now)s, claimed_by = %(worker)s FROM page WHERE {Website._meta.db_table}.id = %(website)s "
+            f"claimed_at = %(now)s, claimed_by = %(fetcher)s FROM page WHERE {Website._meta.db_table}.id = %(website)s "
             "RETURNING page.id), "
             f"event AS (INSERT INTO {Event._meta.db_table} (research_id, seq, type, data, created_at) "
             "SELECT %(research)s, NULL, %(event)s, %(data)s::jsonb, %(now)s FROM claimed) "
@@ -215,7 +220,6 @@ def _claim_new_page(research_id: ResearchId, website: FailedWebsite, fetcher: st
                 "fetching": PageStatus.FETCHING,
                 "fetcher": fetcher,
                 "now": now,
-                "worker": worker_name(),
                 "event": EventType.SCRAPING,
                 "data": json.dumps({"website_id": website.pk, "url": website.url}),
             },
@@ -273,7 +277,7 @@ def _lock_page(research_id: ResearchId, url: str, fetcher: str, run_round: int) 
     )
 
 
-def _claim_website(website_id: int, page_id: int) -> bool:
+def _claim_website(website_id: int, page_id: int, fetcher: str) -> bool:
     with database.prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {Website._meta.db_table} SET status = %s, page_id = %s, claimed_at = %s, claimed_by = %s "
@@ -282,7 +286,7 @@ def _claim_website(website_id: int, page_id: int) -> bool:
                 WebsiteStatus.SCRAPING,
                 page_id,
                 timezone.now(),
-                worker_name(),
+                fetcher,
                 website_id,
                 WebsiteStatus.PENDING,
                 WebsiteStatus.SCRAPING,

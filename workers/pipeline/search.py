@@ -17,10 +17,10 @@ from research.record.usage import BudgetState
 from research.types import ResearchId
 from workers.clients import search as search_client
 from workers.clients.searxng import SearchResult
-from workers.pipeline import heartbeat, progress
-from workers.pipeline.heartbeat import holding
+from workers.pipeline import fencing, heartbeat, progress
+from workers.pipeline.fencing import Lease
 from workers.pipeline.lifecycle import may_start, state_sql, step_row
-from workers.pipeline.locks import claim_owner, claimable_sql, worker_name
+from workers.pipeline.locks import claim_owner, claimable_sql, lease_token
 from workers.pipeline.tree_writes import tree_transaction
 
 log = logging.getLogger(__name__)
@@ -52,18 +52,21 @@ def run_query(query_id: int, task_id: str | None = None) -> None:
     research_id, status, text, retries, depth, started_at, owner_id, *columns = row
     if status not in (QueryStatus.PENDING, QueryStatus.SEARCHING) or not may_start(research_id, BudgetState(*columns)):
         return
-    if not _claim(query_id, claim_owner(task_id), started_at):
+    token = lease_token(claim_owner(task_id))
+    if not _claim(query_id, claim_owner(task_id), token, started_at):
         return  # another delivery of this search is under way
     heartbeat.took_up()  # the claim replaced the task's reservation
 
-    with holding(SerpQuery, query_id):
+    # Its store (a tree transaction) is fenced on the query's lease.
+    with fencing.holding(Lease(SerpQuery, query_id, token)):
         searching = Searching(query_id, research_id, text, retries, depth, owner_id)
         _store_results(searching, search_client.search(text, owner_id))
 
 
-def _claim(query_id: int, owner: str, started_at: datetime | None) -> bool:
-    """Lease the pending query (or the searching one whose lease is free, lapsed or this task's) for this task."""
-    now, claimed_by = timezone.now(), (owner + worker_name())[:200]
+def _claim(query_id: int, owner: str, claimed_by: str, started_at: datetime | None) -> bool:
+    """Lease the pending query (or the searching one whose lease is free, lapsed or this task's) for this task,
+    `claimed_by` its token."""
+    now = timezone.now()
     started_at = started_at or now
     # One hand-written statement: the ORM compiled the lease's condition for every search.
     condition, params = claimable_sql(owner)

@@ -30,6 +30,7 @@ from research.record import database, transitions
 from research.record.transactions import Tally, tallying
 from research.types import ResearchId
 from workers.errors import ResearchStopped
+from workers.pipeline import fencing
 
 # A tree may change while its research runs; the report step changes no tree rows.
 WRITABLE = {ResearchStatus.RUNNING, ResearchStatus.REPORTING}
@@ -37,8 +38,13 @@ WRITABLE = {ResearchStatus.RUNNING, ResearchStatus.REPORTING}
 
 @contextmanager
 def tree_transaction(research_id: ResearchId) -> Iterator[Tally]:
-    """A transaction over one research's tree rows; the research row is updated once, at the end."""
+    """A transaction over one research's tree rows; the research row is updated once, at the end. Opened by a
+    step that holds leases, it lands only while they are still the step's (workers/pipeline/fencing.py): its own
+    row is the first the transaction locks, as the tree's lock order has it for every step's store."""
+    outermost = not connection.in_atomic_block
     with transaction.atomic():
+        if outermost:
+            fencing.check()
         with tallying(research_id) as tally:
             yield tally
         _apply(tally)
