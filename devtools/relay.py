@@ -31,7 +31,8 @@ class Relay:
         self._closed = threading.Event()
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        threading.Thread(target=self._accept, name=f"relay-{self.port}", daemon=True).start()
+        self._acceptor = threading.Thread(target=self._accept, name=f"relay-{self.port}", daemon=True)
+        self._acceptor.start()
 
     def cut(self) -> None:
         self._open.clear()
@@ -43,8 +44,13 @@ class Relay:
         """Close the listener and every connection; the threads end with them."""
         self._closed.set()
         self._open.set()  # wake every waiting pump, which then finds the relay closed
+        # Closing the listener alone leaves the thread blocked in accept(), and the kernel's socket with it (still
+        # accepting connections); shutting it down first wakes that thread.
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._listener.close()
+        self._acceptor.join(timeout=5)
         with self._lock:
             for sock in self._sockets:
                 with contextlib.suppress(OSError):

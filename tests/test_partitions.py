@@ -5,6 +5,9 @@ research is left exactly as it was."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 import uuid
 from collections import Counter
@@ -65,7 +68,12 @@ class Fleet:
 
         wait_until(idle, timeout=90, message=f"{host}'s workers idle")
 
-    def stop(self) -> None:
+    def stop(self) -> list[str]:
+        """Stop everything the fleet started; what is left of it afterwards (nothing, or the test fails)."""
+        processes = [process for pool in self.pools for process in pool.processes]
+        processes += [beat.process for beat in self.beats if beat.process is not None]
+        processes += [self.redis.process] if self.redis.process is not None else []
+        relays = (self.host_b.database, self.host_b.redis)
         self.host_b.restore()  # so that its workers can stop cleanly
         for beat in self.beats:
             beat.stop()
@@ -73,6 +81,13 @@ class Fleet:
             pool.stop()
         self.host_b.close()
         self.redis.stop()
+        left = [f"process {process.args!r}" for process in processes if process.poll() is None]
+        for relay in relays:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", relay.port), timeout=1):
+                left.append(f"relay on port {relay.port} still accepting")
+        alive = {thread.name for thread in threading.enumerate()}
+        left += [f"thread relay-{relay.port}" for relay in relays if f"relay-{relay.port}" in alive]
+        return left
 
 
 def make_fleet(internet: dict[str, str], beat_on_b: bool) -> Fleet:
@@ -188,4 +203,6 @@ def test_a_host_cut_off_for_longer_than_a_lease_changes_nothing_when_it_returns(
         delay = run_time(research_id) - run_time(undisturbed)
         print(f"partition, {cut}: undisturbed {run_time(undisturbed):.1f} s, cut {cut_for:.1f} s, delay {delay:.1f} s")
     finally:
-        fleet.stop()
+        left = fleet.stop()
+    # and nothing the test started is left: no worker, beat or Redis process, no relay or its thread
+    assert left == []
