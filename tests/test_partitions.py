@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from bench.partitions import footprint
 from devtools.processes import wait_until
 from devtools.relay import SimulatedHost
 from devtools.servers import WorkerPool, celery_app_for, process_env
@@ -24,7 +25,6 @@ from research.models import (
     EventType,
     Extract,
     QueryStatus,
-    ReportSection,
     Research,
     ResearchStatus,
     SerpQuery,
@@ -130,23 +130,6 @@ def assert_exact_and_once(research_id: str, breadth: int, depth: int) -> None:
     done = set(Website.objects.filter(research=research, status=WebsiteStatus.ANALYZED).values_list("pk", flat=True))
     assert with_findings <= done
     assert with_findings <= set(analysed)
-
-
-def footprint(research_id: str) -> tuple:
-    """Everything a late step could add to or change in a finished research."""
-    research = Research.objects.get(pk=research_id)
-    return (
-        research.status,
-        research.pending_queries,
-        research.last_event_seq,
-        research.report_version,
-        Event.objects.filter(research=research).count(),
-        Extract.objects.filter(research=research).count(),
-        Document.objects.filter(research=research).count(),
-        ReportSection.objects.filter(research=research).count(),
-        sorted(Counter(Website.objects.filter(research=research).values_list("status", flat=True)).items()),
-        sorted(Counter(SerpQuery.objects.filter(research=research).values_list("status", flat=True)).items()),
-    )
 
 
 def run_time(research_id: str) -> float:
