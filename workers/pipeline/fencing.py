@@ -7,7 +7,8 @@ the network comes back the old step reaches its writes late. Conditions on the r
 late step land first whenever the new delivery had not stored its result yet: two runs of one step would each
 write half of the result, or both would be counted.
 
-So every write transaction a step opens while it holds leases (`holding`) begins with `check`: each leased row
+So every write transaction a step opens while it holds leases (`holding`) calls `check` before it commits (first,
+where the leased row is the first the transaction locks anyway): each leased row
 still carries the step's token, and is locked until the commit, so no takeover lands between the check and the
 commit. A takeover that came first makes the check raise `LeaseLost`: the transaction rolls back, nothing it wrote
 or queued lands (messages and pushes are sent on commit only), and the task ends quietly. A write made by one
@@ -76,9 +77,3 @@ def check() -> None:
             )
             if cursor.fetchone() is None:
                 raise LeaseLost(f"{lease.model.__name__} {lease.pk} is no longer leased to {lease.token}")
-
-
-def token_of(model: type[LeasedRow]) -> str | None:
-    """The token of the lease the running step holds on a row of `model`, if it holds one: for a write made by
-    one statement, which carries it in its own condition."""
-    return next((lease.token for lease in reversed(held()) if lease.model is model), None)
